@@ -1,0 +1,223 @@
+"""Synthetic school-assignment world of the OAR paper (Creager & Zemel, §1).
+
+An amalgamated district has two neighbourhoods, N1 and N2, and two high
+schools, H1 (more AP courses) and H2. Each 8th-grade student has a latent
+ability; three *causal* features follow from it, and one *proxy* follows from
+the neighbourhood only:
+
+=================  ======================================  ======  =======
+feature            meaning                                 unit    causal
+=================  ======================================  ======  =======
+gpa                8th-grade grade point average           0-4     yes
+test_score         district standardised test              SD      yes
+study_hours        homework / study time (effort)          h/week  yes
+extracurriculars   number of extracurricular activities    count   no
+=================  ======================================  ======  =======
+
+N1 has more sports facilities, so its students take part in more activities
+(Poisson rates 3 vs 1 by default) whatever their ability.
+
+The **true outcome** ("would thrive in H1", e.g. graduate with AP credit)
+depends on the causal features only, through a merit score: the weighted sum
+of their standardised values (`true_success_probability`). Changing a causal
+feature moves the true outcome; changing extracurriculars does not.
+
+The **historical label** `y_hist` is the biased H1 admission that trained the
+first model: the top `h1_capacity` share of the cohort by merit *plus*
+standardised extracurriculars (weight `proxy_weight`) plus noise. A model fit
+on it learns to reward extracurriculars, and so tends to send the query group
+S, high-achieving N2 students, to H2. Current H1 students can collectively
+under-report extracurriculars to undo this (the paper's collective recourse).
+
+With the defaults (5,000 students, seeds 0-2), a standardised logistic
+regression fit on `y_hist` weighs extracurriculars about 5.2 against about
+1.3-1.4 for gpa and test_score and 0.7 for study_hours; it sends about 42 % of
+S to H1 (88 % of S would thrive there), against 87 % of the top-quarter-merit
+N1 students, and 61 % of N1 against 17 % of N2 overall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from recourse_sim.errors import ConfigError
+
+SCHOOL_FEATURES: tuple[str, ...] = ("gpa", "test_score", "study_hours", "extracurriculars")
+_CAUSAL = np.array([True, True, True, False])
+_CAUSAL.flags.writeable = False
+
+# Structural model of the causal features: feature = mean + loading * ability + noise.
+# The true outcome standardises each with its population mean and SD (ability ~ N(0, 1)),
+# fixed constants so that the outcome is a function of the features alone.
+_MEAN = np.array([2.8, 0.0, 6.0])  # gpa points, test SD, hours/week
+_LOADING = np.array([0.5, 0.8, 2.0])  # change per SD of ability
+_NOISE = np.array([0.3, 0.6, 2.0])  # SD of the ability-independent part
+_SCALE = np.sqrt(_LOADING**2 + _NOISE**2)  # population SD of each causal feature
+_MERIT_WEIGHTS = np.array([0.4, 0.4, 0.2])  # gpa, test_score, study_hours
+
+
+@dataclass(frozen=True, eq=False)
+class SchoolCohort:
+    """One cohort of 8th graders (n students, d = 4 features, see `SCHOOL_FEATURES`)."""
+
+    X: np.ndarray  # (n, d) float64 true features
+    feature_names: tuple[str, ...]
+    causal: np.ndarray  # (d,) bool: True = changing it moves the true outcome
+    neighbourhood: np.ndarray  # (n,) int64: 0 = N1, 1 = N2
+    ability: np.ndarray  # (n,) float64 latent ability (SD units)
+    y_true: np.ndarray  # (n,) int64: 1 = would thrive in H1 (causal features only)
+    y_hist: np.ndarray  # (n,) int64: 1 = admitted to H1 by the biased historical rule
+    query: np.ndarray  # (n,) bool: the query group S (high-achieving N2 students)
+    params: Mapping[str, float]  # the `school_world` keyword arguments used
+
+    def true_outcome(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """`true_outcome` with this cohort's outcome parameters (e.g. after features change)."""
+        return true_outcome(
+            X,
+            rng,
+            threshold=self.params["outcome_threshold"],
+            sharpness=self.params["outcome_sharpness"],
+        )
+
+
+def _check_features(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(SCHOOL_FEATURES):
+        raise ConfigError(
+            f"school features must have shape (n, {len(SCHOOL_FEATURES)}) "
+            f"{SCHOOL_FEATURES}, got {X.shape}"
+        )
+    return X
+
+
+def _merit(X: np.ndarray) -> np.ndarray:
+    return ((X[:, :3] - _MEAN) / _SCALE) @ _MERIT_WEIGHTS
+
+
+def true_success_probability(
+    X: np.ndarray,
+    *,
+    threshold: float = 0.0,  # merit at which success is a coin flip (merit units)
+    sharpness: float = 2.0,  # logistic slope (per merit unit)
+) -> np.ndarray:
+    """P(thrive in H1) for true features X (n, 4); ignores extracurriculars.
+
+    Merit is the 0.4/0.4/0.2 weighted sum of standardised gpa, test_score and
+    study_hours (population SD of merit about 0.88).
+    """
+    X = _check_features(X)
+    return 1.0 / (1.0 + np.exp(-sharpness * (_merit(X) - threshold)))
+
+
+def true_outcome(
+    X: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    threshold: float = 0.0,  # merit at which success is a coin flip (merit units)
+    sharpness: float = 2.0,  # logistic slope (per merit unit)
+) -> np.ndarray:
+    """Draw the true outcome (int64, 1 = thrives in H1) for true features X."""
+    _check_rng(rng)
+    p = true_success_probability(X, threshold=threshold, sharpness=sharpness)
+    return (rng.random(len(p)) < p).astype(np.int64)
+
+
+def _check_rng(rng: object) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be in [{low}, {high}], got {value!r}")
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def school_world(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    frac_n2: float = 0.5,  # probability that a student lives in N2
+    ability_gap: float = 0.0,  # mean ability of N1 minus N2 (ability SD units)
+    extracurricular_rate_n1: float = 3.0,  # mean activities per N1 student (count)
+    extracurricular_rate_n2: float = 1.0,  # mean activities per N2 student (count)
+    h1_capacity: float = 0.4,  # share of the cohort historically admitted to H1 (AP places)
+    proxy_weight: float = 1.5,  # weight of standardised extracurriculars in historical admission
+    admission_noise: float = 0.5,  # SD of the historical admission score's noise (merit units)
+    query_quantile: float = 0.75,  # S = N2 students whose merit exceeds this cohort quantile
+    outcome_threshold: float = 0.0,  # merit at which the true outcome is a coin flip
+    outcome_sharpness: float = 2.0,  # slope of the true-outcome logistic (per merit unit)
+) -> SchoolCohort:
+    """Draw one cohort of `n` students from the school-assignment world.
+
+    All randomness comes from `rng`; the same seed gives the same cohort.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"n must be a positive integer, got {n!r}")
+    _check_rng(rng)
+    _check_range("frac_n2", frac_n2, 0.0, 1.0)
+    _check_range("h1_capacity", h1_capacity, 0.0, 1.0)
+    _check_range("query_quantile", query_quantile, 0.0, 1.0)
+    for name, value in [
+        ("extracurricular_rate_n1", extracurricular_rate_n1),
+        ("extracurricular_rate_n2", extracurricular_rate_n2),
+        ("admission_noise", admission_noise),
+    ]:
+        _check_range(name, value, 0.0, np.inf)
+    if not outcome_sharpness > 0:
+        raise ConfigError(f"outcome_sharpness must be positive, got {outcome_sharpness!r}")
+    params = {
+        "frac_n2": frac_n2,
+        "ability_gap": ability_gap,
+        "extracurricular_rate_n1": extracurricular_rate_n1,
+        "extracurricular_rate_n2": extracurricular_rate_n2,
+        "h1_capacity": h1_capacity,
+        "proxy_weight": proxy_weight,
+        "admission_noise": admission_noise,
+        "query_quantile": query_quantile,
+        "outcome_threshold": outcome_threshold,
+        "outcome_sharpness": outcome_sharpness,
+    }
+
+    neighbourhood = (rng.random(n) < frac_n2).astype(np.int64)
+    # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
+    ability = rng.standard_normal(n) + ability_gap * (0.5 - neighbourhood)
+    causal = _MEAN + np.outer(ability, _LOADING) + rng.standard_normal((n, 3)) * _NOISE
+    causal[:, 0] = np.clip(causal[:, 0], 0.0, 4.0)  # GPA scale
+    causal[:, 2] = np.clip(causal[:, 2], 0.0, None)  # hours cannot be negative
+    rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
+    extracurriculars = rng.poisson(rates).astype(np.float64)
+    X = np.column_stack([causal, extracurriculars])
+
+    merit = _merit(X)
+    y_true = true_outcome(X, rng, threshold=outcome_threshold, sharpness=outcome_sharpness)
+
+    # Historical admission: a fixed number of H1 places, ranked by a score that
+    # wrongly rewards the proxy; standardised within the cohort so proxy_weight
+    # is comparable to merit whatever the activity rates.
+    extra_sd = extracurriculars.std()
+    extra_z = (extracurriculars - extracurriculars.mean()) / (extra_sd if extra_sd > 0 else 1.0)
+    hist_score = merit + proxy_weight * extra_z + admission_noise * rng.standard_normal(n)
+    y_hist = (hist_score > np.quantile(hist_score, 1.0 - h1_capacity)).astype(np.int64)
+
+    query = (neighbourhood == 1) & (merit > np.quantile(merit, query_quantile))
+
+    return SchoolCohort(
+        X=_readonly(X),
+        feature_names=SCHOOL_FEATURES,
+        causal=_CAUSAL,
+        neighbourhood=_readonly(neighbourhood),
+        ability=_readonly(ability),
+        y_true=_readonly(y_true),
+        y_hist=_readonly(y_hist),
+        query=_readonly(query),
+        params=MappingProxyType(params),
+    )

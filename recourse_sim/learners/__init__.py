@@ -1,0 +1,48 @@
+"""Deployed models and their online update rules (see `recourse_sim.learners.base`)."""
+
+from __future__ import annotations
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.learners.base import UPDATE_RULES, Learner, State, as_tensor
+from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.learners.mlp import MLPClassifier
+from recourse_sim.learners.nearest_centroid import NearestCentroid
+
+LEARNERS: dict[str, type[Learner]] = {
+    "nearest_centroid": NearestCentroid,
+    "logistic_regression": LogisticRegression,
+    "mlp": MLPClassifier,
+}
+"""Learner names accepted by `make_learner` (scenario files use these)."""
+
+
+def make_learner(name: str, **params) -> Learner:
+    """Build a learner by name (a key of `LEARNERS`) with hyperparameters `params`.
+
+    Raises ConfigError naming an unknown learner or parameter. Values are validated
+    when the learner is fitted.
+    """
+    cls = LEARNERS.get(name)
+    if cls is None:
+        raise ConfigError(f"unknown learner {name!r}; choose one of {', '.join(LEARNERS)}")
+    allowed = cls._get_param_names()
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner {name!r}; "
+            f"allowed: {', '.join(allowed)}"
+        )
+    return cls(**params)
+
+
+__all__ = [
+    "LEARNERS",
+    "UPDATE_RULES",
+    "Learner",
+    "LogisticRegression",
+    "MLPClassifier",
+    "NearestCentroid",
+    "State",
+    "as_tensor",
+    "make_learner",
+]

@@ -1,0 +1,204 @@
+"""The learner contract: scikit-learn estimators whose online update is a torch function.
+
+Every learner keeps its parameters θ as a `State`: a dict of float64 torch tensors
+(parameters plus whatever the update rule remembers, e.g. per-class counts or the
+sliding window of past rounds). Two pure torch functions define the learner:
+
+* ``proba_fn(state, X) -> (n, k)`` class probabilities, differentiable in X and state;
+* ``update_fn(state, X, y) -> state⁺`` the online update θ⁺ = U(θ, X, y), differentiable
+  in X (and in the state where the rule depends on it, e.g. warm-started SGD).
+
+Both are pure: they never modify their inputs in place and never read ``self.state_``
+(only hyperparameters), so collective recourse can call
+``proba_fn(update_fn(state, X + Delta, y), X_query)`` and backpropagate to ``Delta``.
+
+The numpy methods (`fit`, `update`, `predict_proba`, `predict`) are thin wrappers
+around these two functions, so the simulation and the hypergradients of collective
+recourse always use one and the same update rule.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from recourse_sim.errors import ConfigError, NotFittedError
+
+State = dict[str, torch.Tensor]
+
+UPDATE_RULES = ("refit", "window", "sgd")
+"""Online update rules. ``refit``: refit on every row seen so far (memory);
+``window``: refit on the last ``window`` rounds; ``sgd``: warm-started gradient steps
+on the new round only."""
+
+
+def as_tensor(a) -> torch.Tensor:
+    """A float64 torch tensor view/copy of an array-like (tensors are passed through)."""
+    if isinstance(a, torch.Tensor):
+        return a.to(torch.float64)
+    return torch.as_tensor(np.asarray(a, dtype=np.float64))
+
+
+def remember(
+    state: State, X: torch.Tensor, y: torch.Tensor, window: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The rows a refit trains on: remembered rows plus the new round.
+
+    The state holds ``X_mem`` (n, d), ``y_mem`` (n,) and ``round_sizes`` (rounds,), all
+    float64. With ``window`` set, only the last ``window`` rounds are kept. Returns the
+    new ``(X_mem, y_mem, round_sizes)``; gradients flow to every kept row of X.
+    """
+    X_mem = torch.cat([state["X_mem"], X.to(torch.float64)])
+    y_mem = torch.cat([state["y_mem"], y.to(torch.float64)])
+    sizes = torch.cat([state["round_sizes"], torch.tensor([float(len(X))], dtype=torch.float64)])
+    if window is not None and len(sizes) > window:
+        drop = int(sizes[:-window].sum().item())
+        X_mem, y_mem, sizes = X_mem[drop:], y_mem[drop:], sizes[-window:]
+    return X_mem, y_mem, sizes
+
+
+def first_memory(X: torch.Tensor, y: torch.Tensor) -> State:
+    """The memory of a learner fitted on one round (X, y), in the layout of `remember`."""
+    return {
+        "X_mem": X.to(torch.float64),
+        "y_mem": y.to(torch.float64),
+        "round_sizes": torch.tensor([float(len(X))], dtype=torch.float64),
+    }
+
+
+def check_positive(name: str, value, *, integer: bool = False, allow_zero: bool = False) -> None:
+    """Raise ConfigError naming `name` unless `value` is a positive (or zero) number."""
+    kind = Integral if integer else Real
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    ok = ok and (value >= 0 if allow_zero else value > 0) and np.isfinite(value)
+    if not ok:
+        what = "integer" if integer else "number"
+        sign = "non-negative" if allow_zero else "positive"
+        raise ConfigError(f"{name}={value!r} must be a {sign} {what}")
+
+
+class Learner(ClassifierMixin, BaseEstimator, ABC):
+    """Base class: scikit-learn conventions plus a differentiable online update.
+
+    Subclasses implement `_init_state`, `proba_fn` and `update_fn` (and optionally
+    `_check_params`); fitted attributes end in ``_`` (``state_``, ``classes_``,
+    ``n_features_in_``). ``param_keys`` names the state entries that are model
+    parameters (as opposed to memory such as remembered rows).
+    """
+
+    update_rule: str
+
+    # -- the differentiable core -------------------------------------------------
+    @abstractmethod
+    def proba_fn(self, state: State, X: torch.Tensor) -> torch.Tensor:
+        """Class probabilities (n, k) under parameters `state`; differentiable."""
+
+    @abstractmethod
+    def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
+        """The online update θ⁺ = U(θ, X, y) as a differentiable torch map."""
+
+    @abstractmethod
+    def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
+        """Parameters fitted from scratch on (X, y)."""
+
+    def _check_params(self) -> None:
+        """Validate hyperparameters (called by `fit`); raise ConfigError naming the bad one."""
+
+    @property
+    def param_keys(self) -> tuple[str, ...]:
+        """State entries that are model parameters (not memory); in a fixed order."""
+        self._check_fitted()
+        return tuple(self.state_)
+
+    # -- scikit-learn surface ------------------------------------------------------
+    def fit(self, X, y) -> Learner:
+        """Fit from scratch on (X, y); y holds class indices 0..k-1."""
+        X, y = self._validate(X, y, first=True)
+        self._check_params()
+        self.state_ = {k: v.detach() for k, v in self._init_state(X, y).items()}
+        return self
+
+    def update(self, X, y) -> Learner:
+        """Apply the online update rule to one round of reported data."""
+        X, y = self._validate(X, y, first=False)
+        with torch.no_grad():
+            self.state_ = {k: v.detach() for k, v in self.update_fn(self.state_, X, y).items()}
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, shape (n, k)."""
+        self._check_fitted()
+        with torch.no_grad():
+            return self.proba_fn(self.state_, as_tensor(X)).numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class index per row."""
+        proba = self.predict_proba(X)  # raises NotFittedError before touching classes_
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    # -- helpers -------------------------------------------------------------------
+    def state(self) -> State:
+        """A detached copy of the current parameters (the θ that `update_fn` maps)."""
+        self._check_fitted()
+        return {k: v.clone() for k, v in self.state_.items()}
+
+    def param_vector(self) -> np.ndarray:
+        """The model parameters (no memory) flattened in `param_keys` order, e.g. for an
+        observation vector."""
+        self._check_fitted()
+        return np.concatenate([self.state_[k].reshape(-1).numpy() for k in self.param_keys])
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "state_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit(X, y) first")
+
+    def _validate(self, X, y, *, first: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y)
+        if X.ndim != 2:
+            raise ConfigError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
+        if y.shape != (X.shape[0],):
+            raise ConfigError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        if not np.isfinite(X).all():
+            raise ConfigError("X contains NaN or infinite values")
+        if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0):
+            raise ConfigError("y must hold class indices 0..k-1 (non-negative integers)")
+        if first:
+            if self.update_rule not in UPDATE_RULES:
+                raise ConfigError(
+                    f"update_rule={self.update_rule!r} is not one of {', '.join(UPDATE_RULES)}"
+                )
+            if X.shape[0] == 0:
+                raise ConfigError("cannot fit on an empty X")
+            n_classes = getattr(self, "n_classes", None)
+            if n_classes is not None:
+                check_positive("n_classes", n_classes, integer=True)
+            n_classes = n_classes or int(y.max()) + 1
+            if n_classes < 2:
+                raise ConfigError(f"need at least 2 classes, y has only {np.unique(y).tolist()}")
+            self.classes_ = np.arange(n_classes)
+            self.n_features_in_ = X.shape[1]
+        else:
+            self._check_fitted()
+            if X.shape[1] != self.n_features_in_:
+                raise ConfigError(
+                    f"X has {X.shape[1]} features, the learner was fitted on {self.n_features_in_}"
+                )
+        if y.size and y.max() >= len(self.classes_):
+            raise ConfigError(f"label {int(y.max())} out of range for {len(self.classes_)} classes")
+        return as_tensor(X), torch.as_tensor(y, dtype=torch.long)
+
+    def _check_window(self) -> None:
+        """`window` must be a positive integer exactly when update_rule == 'window'."""
+        window = getattr(self, "window", None)
+        if self.update_rule == "window":
+            check_positive("window", window, integer=True)
+        elif window is not None:
+            raise ConfigError(
+                f"window={window!r} is only used with update_rule='window', "
+                f"not update_rule={self.update_rule!r}"
+            )

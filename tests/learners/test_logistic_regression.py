@@ -1,0 +1,203 @@
+import numpy as np
+import pytest
+import sklearn.linear_model
+import torch
+from sklearn.datasets import make_classification
+
+from recourse_sim.learners import LogisticRegression
+
+
+@pytest.fixture(scope="module")
+def binary():
+    X, y = make_classification(
+        n_samples=200, n_features=5, n_informative=3, n_redundant=1, random_state=0
+    )
+    return X, y
+
+
+def _sklearn(X, y, C, solver="lbfgs"):
+    return sklearn.linear_model.LogisticRegression(
+        C=C, tol=1e-10, max_iter=10000, solver=solver
+    ).fit(X, y)
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+@pytest.mark.parametrize("C", [0.1, 1.0, 10.0])
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_matches_sklearn(request, data, C):
+    X, y = request.getfixturevalue(data)
+    ours = LogisticRegression(C=C).fit(X, y)
+    ref = _sklearn(X, y, C)
+    assert ours.coef_.shape == ref.coef_.shape
+    assert ours.intercept_.shape == ref.intercept_.shape
+    assert _rel(ours.coef_, ref.coef_) < 1e-5
+    assert _rel(ours.intercept_, ref.intercept_) < 1e-5
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+
+
+def test_matches_sklearn_newton_to_solver_precision(iris):
+    # scikit-learn's lbfgs stops at ~1e-6; its Newton solver agrees with ours to ~1e-12.
+    ours = LogisticRegression(C=1.0).fit(*iris)
+    ref = _sklearn(*iris, 1.0, solver="newton-cholesky")
+    assert _rel(ours.coef_, ref.coef_) < 1e-9
+    assert _rel(ours.intercept_, ref.intercept_) < 1e-9
+
+
+def test_no_intercept_matches_sklearn(binary):
+    ours = LogisticRegression(C=1.0, fit_intercept=False).fit(*binary)
+    ref = sklearn.linear_model.LogisticRegression(
+        C=1.0, fit_intercept=False, tol=1e-10, max_iter=10000, solver="newton-cholesky"
+    ).fit(*binary)
+    assert _rel(ours.coef_, ref.coef_) < 1e-9
+    assert np.all(ours.intercept_ == 0)
+
+
+def _split(X, y, n_rounds):
+    order = np.random.default_rng(0).permutation(len(X))
+    return [(X[i], y[i]) for i in np.array_split(order, n_rounds)]
+
+
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_refit_equals_fit_on_concatenation(request, data):
+    rounds = _split(*request.getfixturevalue(data), 3)
+    model = LogisticRegression().fit(*rounds[0])
+    for X, y in rounds[1:]:
+        assert model.update(X, y) is model
+    full = LogisticRegression().fit(*map(np.concatenate, zip(*rounds, strict=True)))
+    assert _rel(model.coef_, full.coef_) < 1e-9
+    assert _rel(model.intercept_, full.intercept_) < 1e-9
+
+
+def test_window_equals_fit_on_last_rounds(iris):
+    rounds = _split(*iris, 5)
+    model = LogisticRegression(update_rule="window", window=2).fit(*rounds[0])
+    for X, y in rounds[1:]:
+        model.update(X, y)
+    ref = LogisticRegression().fit(*map(np.concatenate, zip(*rounds[-2:], strict=True)))
+    assert _rel(model.coef_, ref.coef_) < 1e-9
+    assert len(model.state_["X_mem"]) == sum(len(r[0]) for r in rounds[-2:])
+
+
+def test_sgd_moves_towards_the_round_optimum(binary):
+    X, y = binary
+    model = LogisticRegression(update_rule="sgd", epochs=200, lr=1.0).fit(X[:20], y[:20])
+    target = LogisticRegression().fit(X[20:], y[20:])
+    before = np.abs(model.coef_ - target.coef_).max()
+    model.update(X[20:], y[20:])
+    assert np.abs(model.coef_ - target.coef_).max() < 0.1 * before
+    assert "X_mem" not in model.state_
+
+
+def _hypergrad_setup(X, y, rule, n_fit=60):
+    """A learner fitted and updated once, plus the next round and a query point."""
+    order = np.random.default_rng(3).permutation(len(X))
+    fit, first, second = order[:n_fit], order[n_fit : n_fit + 40], order[n_fit + 40 : n_fit + 70]
+    window = 2 if rule == "window" else None
+    model = LogisticRegression(C=1.0, update_rule=rule, window=window).fit(X[fit], y[fit])
+    model.update(X[first], y[first])
+    proba = model.predict_proba(X)
+    # A query whose prediction is confident and not the goal: the interesting case.
+    goal = 0
+    query = X[np.argmin(proba[:, goal])][None]
+    return model, X[second], y[second], torch.as_tensor(query), goal
+
+
+@pytest.mark.parametrize("rule", ["refit", "window", "sgd"])
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_hypergradient_matches_finite_differences(
+    request, data, rule, query_loss, hypergrad_errors
+):
+    X, y = request.getfixturevalue(data)
+    model, X_round, y_round, query, goal = _hypergrad_setup(X, y, rule)
+    loss = query_loss(model, model.state(), torch.as_tensor(y_round), query, goal)
+    err, grad = hypergrad_errors(loss, X_round)
+    assert err < 1e-4, err
+    assert np.abs(grad).max() > 1e-6
+
+
+def test_hypergradient_through_two_rounds(iris, hypergrad_errors):
+    # Lookahead: rows reported now stay in memory and shape the model after the next
+    # round too, so the gradient must flow through the remembered rows.
+    X, y = iris
+    model, X_round, y_round, query, goal = _hypergrad_setup(X, y, "refit")
+    X_next, y_next = torch.as_tensor(X[:30]), torch.as_tensor(y[:30])
+    state, y_round = model.state(), torch.as_tensor(y_round)
+
+    def loss(X_now):
+        after = model.update_fn(model.update_fn(state, X_now, y_round), X_next, y_next)
+        return -torch.log(model.proba_fn(after, query)[:, goal]).sum()
+
+    err, _ = hypergrad_errors(loss, X_round)
+    assert err < 1e-4, err
+
+
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_hypergradient_matches_sklearn_brute_force(request, data):
+    """Refit scikit-learn from scratch on X ± h·e and compare the query-loss change."""
+    X, y = request.getfixturevalue(data)
+    model, X_round, y_round, query, goal = _hypergrad_setup(X, y, "refit")
+    memory = model.state_["X_mem"].numpy(), model.state_["y_mem"].numpy().astype(int)
+    X_t = torch.tensor(X_round, requires_grad=True)
+    new = model.update_fn(model.state(), X_t, torch.as_tensor(y_round))
+    (-torch.log(model.proba_fn(new, query)[:, goal]).sum()).backward()
+    grad = X_t.grad.numpy()
+
+    def sklearn_loss(X_new):
+        ref = _sklearn(
+            np.concatenate([memory[0], X_new]),
+            np.concatenate([memory[1], y_round]),
+            1.0,
+            solver="newton-cholesky",
+        )
+        return -np.log(ref.predict_proba(query.numpy())[0, goal])
+
+    h = 1e-4
+    for flat in np.argsort(-np.abs(grad).ravel())[:3]:  # the most influential coordinates
+        e = np.zeros(X_round.size)
+        e[flat] = h
+        e = e.reshape(X_round.shape)
+        fd = (sklearn_loss(X_round + e) - sklearn_loss(X_round - e)) / (2 * h)
+        assert abs(fd - grad.ravel()[flat]) < 1e-4 * abs(fd), (fd, grad.ravel()[flat])
+
+
+def test_update_fn_is_pure(iris):
+    X, y = iris
+    model = LogisticRegression().fit(X[:60], y[:60])
+    state = model.state()
+    before = {k: v.clone() for k, v in state.items()}
+    X_new = torch.tensor(X[60:90])
+    X_copy = X_new.clone()
+    model.update_fn(state, X_new, torch.as_tensor(y[60:90]))
+    assert all(torch.equal(state[k], before[k]) for k in state)
+    assert torch.equal(X_new, X_copy)
+    assert torch.equal(model.state_["coef"], before["coef"])
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_closed_form_gradient_and_hessian_match_torch_func(request, data, fit_intercept):
+    X, y = request.getfixturevalue(data)
+    model = LogisticRegression(fit_intercept=fit_intercept).fit(X, y)
+    theta = model._pack(model.state()) + 0.1  # away from the optimum: g ≠ 0
+    Z = model._design(torch.as_tensor(X))
+    Y = model._targets(torch.as_tensor(y), theta.shape[0])
+
+    def risk(flat):
+        return model._risk(flat.reshape(theta.shape), Z, Y)
+
+    flat = theta.reshape(-1)
+    # Reverse-over-reverse: torch.func.hessian's forward mode warns (DeprecationWarning)
+    # on first use in torch 2.13.
+    torch.testing.assert_close(
+        model._grad(theta, Z, Y).reshape(-1), torch.func.grad(risk)(flat), rtol=1e-10, atol=1e-9
+    )
+    torch.testing.assert_close(
+        model._hessian(theta, Z),
+        torch.func.jacrev(torch.func.grad(risk))(flat),
+        rtol=1e-10,
+        atol=1e-9,
+    )

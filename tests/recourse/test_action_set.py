@@ -1,0 +1,134 @@
+"""ActionSet: declarations, projection feasibility, idempotence and optimality."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from recourse_sim.errors import ConfigError, InfeasibleActionSetError
+from recourse_sim.recourse import ActionSet
+
+TOL = 1e-9
+finite = st.floats(-5, 5, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def action_sets(draw, d=None):
+    d = d or draw(st.integers(1, 6))
+    kind = draw(arrays(np.int8, d, elements=st.integers(0, 3)))  # free, immutable, inc, dec
+    lower = draw(arrays(np.float64, d, elements=st.one_of(finite, st.just(-np.inf))))
+    width = draw(arrays(np.float64, d, elements=st.floats(0, 5)))
+    upper = np.where(np.isfinite(lower), lower + width, np.inf)
+    max_change = draw(arrays(np.float64, d, elements=st.one_of(st.floats(0, 3), st.just(np.inf))))
+    weights = draw(arrays(np.float64, d, elements=st.one_of(st.floats(0.1, 3), st.just(0.0))))
+    return ActionSet(
+        d,
+        immutable=np.flatnonzero(kind == 1).tolist(),
+        increase_only=np.flatnonzero(kind == 2).tolist(),
+        decrease_only=np.flatnonzero(kind == 3).tolist(),
+        lower=lower,
+        upper=upper,
+        max_change=max_change,
+        cost_weights=weights,
+        p=draw(st.sampled_from([1, 2, np.inf])),
+        epsilon=draw(st.floats(0, 4)),
+    )
+
+
+@st.composite
+def problems(draw):
+    a = draw(action_sets())
+    n = draw(st.integers(1, 5))
+    X = draw(arrays(np.float64, (n, a.n_features), elements=finite))
+    delta = draw(arrays(np.float64, (n, a.n_features), elements=st.floats(-20, 20)))
+    return a, X, delta
+
+
+def check_feasible(a: ActionSet, X: np.ndarray, d: np.ndarray) -> None:
+    assert np.all(d[:, a.immutable_mask] == 0)
+    assert np.all(d[:, a.increase_mask] >= 0)
+    assert np.all(d[:, a.decrease_mask] <= 0)
+    assert np.all(np.abs(d) <= a.max_change_ + TOL)
+    outside_before_lo = X < a.lower_  # a bound x already breaks only forbids moving further
+    assert np.all((X + d >= a.lower_ - TOL) | (outside_before_lo & (d >= -TOL)))
+    outside_before_hi = X > a.upper_
+    assert np.all((X + d <= a.upper_ + TOL) | (outside_before_hi & (d <= TOL)))
+    assert np.all(a.cost(d) <= a.epsilon + TOL)
+    assert a.contains(X, d, tol=TOL).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_projection_is_feasible_and_idempotent(problem):
+    a, X, delta = problem
+    d = a.project(X, delta)
+    check_feasible(a, X, d)
+    np.testing.assert_allclose(a.project(X, d), d, atol=TOL, rtol=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems(), st.integers(0, 2**32 - 1))
+def test_projection_is_nearest_feasible_point(problem, seed):
+    # any other feasible point is at least as far from δ as the projection
+    a, X, delta = problem
+    d = a.project(X, delta)
+    rng = np.random.default_rng(seed)
+    others = a.project(
+        np.repeat(X, 20, axis=0), rng.normal(scale=3, size=(20 * len(X), X.shape[1]))
+    )
+    dist = np.linalg.norm(d - delta, axis=1)
+    other_dist = np.linalg.norm(others - np.repeat(delta, 20, axis=0), axis=1).reshape(len(X), 20)
+    assert np.all(dist[:, None] <= other_dist + 1e-7)
+
+
+def test_l2_projection_matches_closed_form_without_box():
+    a = ActionSet(3, p=2, epsilon=2.0)
+    delta = np.array([[3.0, 4.0, 0.0], [0.1, 0.2, 0.3]])
+    d = a.project(np.zeros_like(delta), delta)
+    np.testing.assert_allclose(d[0], [1.2, 1.6, 0.0], atol=1e-12)
+    np.testing.assert_array_equal(d[1], delta[1])
+
+
+def test_l1_projection_matches_soft_threshold():
+    a = ActionSet(3, p=1, epsilon=1.0)
+    d = a.project(np.zeros((1, 3)), np.array([[2.0, 0.5, -1.0]]))
+    np.testing.assert_allclose(d, [[1.0, 0.0, 0.0]], atol=1e-12)  # threshold 1
+
+
+def test_torch_in_torch_out_and_cost():
+    a = ActionSet(2, increase_only=[0], p=np.inf, epsilon=0.5)
+    d = a.project(torch.zeros(1, 2), torch.tensor([[-1.0, 2.0]], dtype=torch.float64))
+    assert isinstance(d, torch.Tensor)
+    assert d.tolist() == [[0.0, 0.5]]
+    assert float(a.cost(d)[0]) == 0.5
+
+
+def test_features_by_name():
+    a = ActionSet(
+        3, feature_names=["age", "income", "debt"], immutable=["age"], decrease_only=["debt"]
+    )
+    assert a.immutable_mask.tolist() == [True, False, False]
+    assert a.actionable.tolist() == [False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"lower": [0, 2], "upper": [1, 1]}, InfeasibleActionSetError, "lower bound 2.0 is above"),
+        ({"epsilon": -0.1}, InfeasibleActionSetError, "epsilon must be"),
+        ({"immutable": ["b"], "increase_only": ["b"]}, InfeasibleActionSetError, "'b' is declared"),
+        ({"increase_only": [0], "decrease_only": [0]}, InfeasibleActionSetError, "'a' is declared"),
+        ({"immutable": ["zz"]}, ConfigError, "unknown feature 'zz'"),
+        ({"immutable": [5]}, ConfigError, "index 5 out of range"),
+        ({"p": 3}, ConfigError, "p must be 1, 2 or inf"),
+        ({"cost_weights": [1, -1]}, ConfigError, "cost weight -1.0"),
+        ({"max_change": [1, 2, 3]}, ConfigError, "expected 2 values"),
+    ],
+)
+def test_bad_declarations_raise_typed_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        ActionSet(2, feature_names=["a", "b"], **kwargs)
