@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 __version__ = "0.1.0"
 
-# Loaded on first use so that `import recourse_sim` stays cheap (no torch/gymnasium import).
-_LAZY = {
-    "load_scenario": "recourse_sim.scenarios",
-    "Scenario": "recourse_sim.scenarios",
-    "simulate": "recourse_sim.simulate",
-}
+# Imported eagerly: `recourse_sim.simulate` must be the function even after some code
+# has imported the submodule of the same name (which rebinds a lazily exported name).
+from recourse_sim.scenarios import Scenario, load_scenario
+from recourse_sim.simulate import simulate
 
-__all__ = ["__version__", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'recourse_sim' has no attribute {name!r}")
+__all__ = ["Scenario", "__version__", "load_scenario", "simulate"]

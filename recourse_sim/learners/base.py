@@ -40,7 +40,9 @@ def as_tensor(a) -> torch.Tensor:
     """A float64 torch tensor view/copy of an array-like (tensors are passed through)."""
     if isinstance(a, torch.Tensor):
         return a.to(torch.float64)
-    return torch.as_tensor(np.asarray(a, dtype=np.float64))
+    arr = np.asarray(a, dtype=np.float64)
+    # torch cannot share memory with a read-only array (cached datasets are read-only)
+    return torch.from_numpy(arr) if arr.flags.writeable else torch.tensor(arr)
 
 
 def remember(
@@ -190,7 +192,7 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
                 )
         if y.size and y.max() >= len(self.classes_):
             raise ConfigError(f"label {int(y.max())} out of range for {len(self.classes_)} classes")
-        return as_tensor(X), torch.as_tensor(y, dtype=torch.long)
+        return as_tensor(X), torch.tensor(y, dtype=torch.long)
 
     def _check_window(self) -> None:
         """`window` must be a positive integer exactly when update_rule == 'window'."""

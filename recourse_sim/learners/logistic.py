@@ -20,6 +20,30 @@ _ARMIJO = 1e-4
 _MIN_STEP = 1e-10
 # Relative slack of the Armijo test, a few float64 roundings of the risk.
 _F_SLACK = 1e-13
+# Cap on the alternations (δ* given θ, then θ given δ*) of a recourse-aware refit.
+_MAX_ALTERNATIONS = 50
+
+
+# State entries of the fixed standardisation (``standardize=True``).
+_SCALING = ("x_shift", "x_scale")
+
+
+class SingleClassWarning(UserWarning):
+    """A refit's rows hold one class only; the learner kept its previous parameters."""
+
+
+def _standardisation(X: torch.Tensor) -> State:
+    """``x_shift`` (means) and ``x_scale`` (population SDs, 1 for a constant feature) of X."""
+    X = X.detach().to(torch.float64)
+    scale = X.std(0, correction=0)
+    return {"x_shift": X.mean(0), "x_scale": torch.where(scale > 0, scale, torch.ones_like(scale))}
+
+
+def _scaled(scaling: State, X: torch.Tensor) -> torch.Tensor:
+    """X standardised with ``x_shift``/``x_scale`` of `scaling` (X itself without them)."""
+    if "x_scale" not in scaling:
+        return X
+    return (X - scaling["x_shift"]) / scaling["x_scale"]
 
 
 def _cholesky(H: torch.Tensor) -> torch.Tensor:
@@ -65,17 +89,48 @@ class LogisticRegression(Learner):
     max_iter : int
         Maximum Newton iterations per (re)fit; a ConvergenceWarning reports the last
         step size when it is reached.
+    recourse_loss_weight : float
+        λ ≥ 0 of Ross et al.'s recourse-aware objective (Eq. 1): every risk (fit, refit,
+        ``"sgd"`` steps) becomes ``0.5 ‖W‖² + C Σᵢ [loss(xᵢ, yᵢ) + λ · loss(xᵢ + δᵢ*,
+        recourse_goal)]`` over all its rows, δ* the ``"linear"`` recourse of each row
+        (`recourse_sim.recourse.ross`). For two classes δ* is the *exact* minimiser of
+        the recourse loss (the logit is linear in x), so a (re)fit minimises the joint
+        objective over (θ, δ) exactly by alternating: δ* given θ, then a Newton solve of
+        the convex problem given δ*, until δ* no longer changes (each round lowers the
+        objective; δ* ranges over the finitely many corners of the action set). The
+        ``"sgd"`` rule recomputes δ* before each step. 0 (default) is plain training.
+    action_set : ActionSet or None
+        The actionable polytope Δ of δ*, in the units of X; required when λ > 0.
+    recourse_goal : int
+        The favourable class whose score δ* raises.
+    standardize : bool
+        Learn on standardised features. `fit` computes each feature's mean and
+        (population) standard deviation once, on the data it is given (a constant
+        feature gets scale 1), and keeps them in the state as ``x_shift`` and ``x_scale``;
+        every later refit, ``"sgd"`` step and prediction uses ``(X − x_shift) / x_scale``.
+        The map is a constant affine one, so hypergradients in X stay exact, and inputs,
+        outputs, memory and δ* stay in the units of X. What changes is the L2 penalty:
+        it acts on the weight per standard deviation of a feature rather than per unit of
+        it (``0.5 ‖W‖²`` is meaningless for a feature in, say, FICO points, where a
+        weight of 0.1 per point already means 55 logits across the range). ``coef_`` is
+        then per standard deviation, as in ``make_pipeline(StandardScaler(),
+        LogisticRegression())`` with the scaler fitted on the first data only.
 
     Hypergradients. ``"refit"``/``"window"``: θ* is solved to ``tol`` without a graph
     (warm-started from the state), then ``θ⁺ = θ* − H⁻¹ ∇_θ R(θ*, X)`` with θ* and the
     Hessian H detached and ∇_θ R taken with its graph to X. Its value is θ* plus one
     (negligible) Newton step, and its derivative in X is exactly the implicit-function
     hypergradient ``−H⁻¹ ∂²R/∂θ∂X`` (one Cholesky solve). θ⁺ does not depend on the
-    previous θ. ``"sgd"``: the steps are unrolled, so θ⁺ is differentiable in X and θ.
+    previous θ — except when the rows of a refit hold a single class: the maximum
+    likelihood intercept is then infinite, so θ⁺ = θ (the previous parameters are kept,
+    and `update` warns with the numbers) and the hypergradient is 0. ``"sgd"``: the
+    steps are unrolled, so θ⁺ is differentiable in X and θ. With λ > 0, δ* is held
+    fixed in both (it is piecewise constant in θ and X).
 
     State: ``coef`` (m, d) and ``intercept`` (m,), with m = 1 for two classes and m = k
     otherwise; ``"refit"``/``"window"`` also keep ``X_mem`` (n, d), ``y_mem`` (n,) and
-    ``round_sizes`` (rounds,), all float64.
+    ``round_sizes`` (rounds,) (rows in the units of X); ``standardize`` adds the
+    constants ``x_shift`` (d,) and ``x_scale`` (d,); all float64.
     """
 
     param_keys = ("coef", "intercept")
@@ -91,6 +146,10 @@ class LogisticRegression(Learner):
         n_classes: int | None = None,
         tol: float = 1e-10,
         max_iter: int = 100,
+        recourse_loss_weight: float = 0.0,
+        action_set=None,
+        recourse_goal: int = 1,
+        standardize: bool = False,
     ):
         self.C = C
         self.update_rule = update_rule
@@ -101,6 +160,10 @@ class LogisticRegression(Learner):
         self.n_classes = n_classes
         self.tol = tol
         self.max_iter = max_iter
+        self.recourse_loss_weight = recourse_loss_weight
+        self.action_set = action_set
+        self.recourse_goal = recourse_goal
+        self.standardize = standardize
 
     # -- scikit-learn attributes ---------------------------------------------------
     @property
@@ -122,10 +185,14 @@ class LogisticRegression(Learner):
         check_positive("tol", self.tol)
         check_positive("max_iter", self.max_iter, integer=True)
         self._check_window()
+        # imported here: recourse_sim.recourse imports the learners
+        from recourse_sim.recourse.ross import check_recourse_training
+
+        check_recourse_training(self)
 
     # -- the model -------------------------------------------------------------------
     def proba_fn(self, state: State, X: torch.Tensor) -> torch.Tensor:
-        logits = X.to(torch.float64) @ state["coef"].T + state["intercept"]
+        logits = _scaled(state, X.to(torch.float64)) @ state["coef"].T + state["intercept"]
         if logits.shape[1] == 1:
             p1 = torch.sigmoid(logits)
             return torch.cat([1 - p1, p1], dim=1)
@@ -154,13 +221,22 @@ class LogisticRegression(Learner):
             return y.to(torch.float64)[:, None]
         return torch.nn.functional.one_hot(y.long(), m).to(torch.float64)
 
-    def _risk(self, theta: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-        """The regularised risk R(θ) = 0.5 ‖W‖² + C Σ loss (+ intercept-centring term)."""
+    def _risk(
+        self,
+        theta: torch.Tensor,
+        Z: torch.Tensor,
+        Y: torch.Tensor,
+        weight: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The regularised risk R(θ) = 0.5 ‖W‖² + C Σ wᵢ lossᵢ (+ intercept-centring term);
+        row weights w (n,) default to 1."""
         logits = Z @ theta.T
         if theta.shape[0] == 1:
             loss = torch.nn.functional.softplus(logits) - Y * logits
         else:
             loss = torch.logsumexp(logits, dim=1, keepdim=True) - (Y * logits).sum(1, keepdim=True)
+        if weight is not None:
+            loss = weight[:, None] * loss
         return (
             0.5 * (self._penalised(theta) ** 2).sum() + self.C * loss.sum() + self._centring(theta)
         )
@@ -175,30 +251,42 @@ class LogisticRegression(Learner):
             return 0.5 * theta[:, -1].sum() ** 2
         return theta.new_zeros(())
 
-    def _grad(self, theta: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    def _grad(
+        self,
+        theta: torch.Tensor,
+        Z: torch.Tensor,
+        Y: torch.Tensor,
+        weight: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """∇_θ R (m, D) in closed form; differentiable in θ and in the rows Z."""
         logits = Z @ theta.T
         P = torch.sigmoid(logits) if theta.shape[0] == 1 else torch.softmax(logits, dim=1)
-        g = self.C * (P - Y).T @ Z
+        residual = P - Y if weight is None else weight[:, None] * (P - Y)
+        g = self.C * residual.T @ Z
         if not self.fit_intercept:
             return g + theta
         # ∇ of 0.5 ‖W‖² and of the centring term 0.5 (Σ b)² (zero for one logit).
         centring = theta[:, -1:].sum() * torch.ones_like(theta[:, -1:]) * (theta.shape[0] > 1)
         return g + torch.cat([theta[:, :-1], centring], dim=1)
 
-    def _hessian(self, theta: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    def _hessian(
+        self, theta: torch.Tensor, Z: torch.Tensor, weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """∇²_θ R (mD, mD) in closed form, θ flattened row-major (class-major)."""
         m, D = theta.shape
         logits = Z @ theta.T
+        # row weights enter as wᵢ zᵢ zᵢᵀ: scale one factor of each outer product
+        Zw = Z if weight is None else weight[:, None] * Z
         if m == 1:
             p = torch.sigmoid(logits)
-            H = self.C * Z.T @ (p * (1 - p) * Z)
+            H = self.C * Zw.T @ (p * (1 - p) * Z)
         else:
             # Σᵢ (diag(pᵢ) − pᵢpᵢᵀ) ⊗ zᵢzᵢᵀ: a block-diagonal part minus AᵀA.
             P = torch.softmax(logits, dim=1)
             A = (P[:, :, None] * Z[:, None, :]).reshape(len(Z), m * D)
-            H = -A.T @ A
-            blocks = torch.stack([Z.T @ (P[:, a : a + 1] * Z) for a in range(m)])
+            Aw = A if weight is None else weight[:, None] * A
+            H = -Aw.T @ A
+            blocks = torch.stack([Zw.T @ (P[:, a : a + 1] * Z) for a in range(m)])
             H = H + torch.block_diag(*blocks)
             H = self.C * H
         reg = torch.ones((m, D), dtype=theta.dtype)
@@ -210,17 +298,23 @@ class LogisticRegression(Learner):
             H[idx[:, None], idx[None, :]] += 1.0
         return H
 
-    def _newton(self, theta: torch.Tensor, Z: torch.Tensor, Y: torch.Tensor):
+    def _newton(
+        self,
+        theta: torch.Tensor,
+        Z: torch.Tensor,
+        Y: torch.Tensor,
+        weight: torch.Tensor | None = None,
+    ):
         """Minimise R by damped Newton from `theta`; returns θ* and the Cholesky factor
         of the Hessian at θ*. No graph is recorded."""
         with torch.no_grad():
             theta = theta.detach().clone()
             Z, Y = Z.detach(), Y.detach()
-            f = self._risk(theta, Z, Y)
+            f = self._risk(theta, Z, Y, weight)
             step_size = float("inf")
             for _ in range(self.max_iter):
-                g = self._grad(theta, Z, Y).reshape(-1)
-                L = _cholesky(self._hessian(theta, Z))
+                g = self._grad(theta, Z, Y, weight).reshape(-1)
+                L = _cholesky(self._hessian(theta, Z, weight))
                 step = torch.cholesky_solve(g[:, None], L)[:, 0].reshape(theta.shape)
                 step_size = step.abs().max().item()
                 if step_size <= self.tol * (1.0 + theta.abs().max().item()):
@@ -228,7 +322,7 @@ class LogisticRegression(Learner):
                 # Backtracking keeps far-from-optimum starts (cold fits) monotone.
                 t, decrease = 1.0, (g * step.reshape(-1)).sum()
                 while t > _MIN_STEP:
-                    f_new = self._risk(theta - t * step, Z, Y)
+                    f_new = self._risk(theta - t * step, Z, Y, weight)
                     # The slack accepts steps whose decrease is below float64
                     # resolution of f (near the optimum the full step is right).
                     if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
@@ -243,20 +337,75 @@ class LogisticRegression(Learner):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-            return theta, _cholesky(self._hessian(theta, Z))
+            return theta, _cholesky(self._hessian(theta, Z, weight))
 
-    def _solve(self, theta0: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """θ⁺ = θ* − H⁻¹ ∇_θ R(θ*, X): value θ*, X-derivative the implicit hypergradient."""
-        Z, Y = self._design(X), self._targets(y, theta0.shape[0])
-        theta_star, L = self._newton(theta0, Z, Y)
-        g = self._grad(theta_star, Z, Y).reshape(-1, 1)
+    # -- Ross et al.'s recourse loss ---------------------------------------------------
+    def _recourse_delta(
+        self, theta: torch.Tensor, X: torch.Tensor, scaling: State
+    ) -> torch.Tensor | None:
+        """δ* of every row of X under θ (detached; in the units of X), or None when λ = 0."""
+        if self.recourse_loss_weight == 0:
+            return None
+        from recourse_sim.recourse.ross import recourse_delta  # (import cycle, see above)
+
+        state = {**self._unpack(theta), **scaling}
+        return recourse_delta(self, state, X, self.action_set, self.recourse_goal)
+
+    def _rows(self, X: torch.Tensor, Y: torch.Tensor, delta: torch.Tensor | None, scaling: State):
+        """The rows of the risk: (Z, Y, weight) for X, plus, with δ*, the rows X + δ* at
+        the recourse goal with weight λ (weight None: plain, unit weights); Z is the
+        design matrix of the (standardised, with `scaling`) features."""
+        if delta is None:
+            return self._design(_scaled(scaling, X)), Y, None
+        goals = torch.full((len(X),), self.recourse_goal, dtype=torch.long)
+        Y_goal = self._targets(goals, Y.shape[1])
+        weight = torch.cat(
+            [
+                torch.ones(len(X), dtype=torch.float64),
+                torch.full((len(X),), float(self.recourse_loss_weight), dtype=torch.float64),
+            ]
+        )
+        Z = self._design(_scaled(scaling, torch.cat([X, X + delta])))
+        return Z, torch.cat([Y, Y_goal]), weight
+
+    def _solve(
+        self, theta0: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State
+    ) -> torch.Tensor:
+        """θ⁺ = θ* − H⁻¹ ∇_θ R(θ*, X): value θ*, X-derivative the implicit hypergradient.
+
+        With λ > 0, θ* minimises the recourse-aware risk by alternating δ* and Newton
+        (see the class docstring); δ* is then held fixed in the implicit derivative.
+        `scaling` holds ``x_shift``/``x_scale`` (standardize) or nothing.
+        """
+        Y = self._targets(y, theta0.shape[0])
+        X_fixed = X.detach()
+        delta = self._recourse_delta(theta0, X_fixed, scaling)
+        theta_star = theta0
+        for i in range(_MAX_ALTERNATIONS):
+            theta_star, L = self._newton(theta_star, *self._rows(X_fixed, Y, delta, scaling))
+            new_delta = self._recourse_delta(theta_star, X_fixed, scaling)
+            if new_delta is None or torch.equal(new_delta, delta):
+                break
+            if i == _MAX_ALTERNATIONS - 1:
+                changed = int((new_delta != delta).any(1).sum())
+                warnings.warn(
+                    f"LogisticRegression: recourse-aware fit did not settle in "
+                    f"{_MAX_ALTERNATIONS} alternations ({changed} rows' δ* still changing)",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+                break  # keep the δ* that θ* was solved for
+            delta = new_delta
+        g = self._grad(theta_star, *self._rows(X, Y, delta, scaling)).reshape(-1, 1)
         return theta_star - torch.cholesky_solve(g, L).reshape(theta_star.shape)
 
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         k = len(self.classes_)
         m = 1 if k == 2 else k
+        scaling = _standardisation(X) if self.standardize else {}
         theta0 = torch.zeros((m, X.shape[1] + int(self.fit_intercept)), dtype=torch.float64)
-        state = self._unpack(self._solve(theta0, X, y))
+        state = self._unpack(self._solve(theta0, X, y, scaling))
+        state.update(scaling)
         if self.update_rule != "sgd":
             state.update(first_memory(X, y))
         return state
@@ -264,13 +413,37 @@ class LogisticRegression(Learner):
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
         theta = self._pack(state)
         X = X.to(torch.float64)
+        scaling = {key: state[key] for key in _SCALING if key in state}
         if "X_mem" not in state:  # sgd: unrolled gradient steps on this round only
-            Z, Y = self._design(X), self._targets(y, theta.shape[0])
+            Y = self._targets(y, theta.shape[0])
             scale = self.lr / (self.C * max(len(X), 1))
             for _ in range(self.epochs):
-                theta = theta - scale * self._grad(theta, Z, Y)
-            return self._unpack(theta)
-        X_mem, y_mem, sizes = remember(state, X, y, self.window)
-        new = self._unpack(self._solve(theta, X_mem, y_mem))
-        new.update(X_mem=X_mem, y_mem=y_mem, round_sizes=sizes)
+                delta = self._recourse_delta(theta, X, scaling)
+                theta = theta - scale * self._grad(theta, *self._rows(X, Y, delta, scaling))
+            new = self._unpack(theta)
+        else:
+            X_mem, y_mem, sizes = remember(state, X, y, self.window)
+            if len(torch.unique(y_mem)) < 2:
+                # One class only: no finite optimum (the intercept runs off to ±∞).
+                new = self._unpack(theta)
+            else:
+                new = self._unpack(self._solve(theta, X_mem, y_mem, scaling))
+            new.update(X_mem=X_mem, y_mem=y_mem, round_sizes=sizes)
+        new.update(scaling)
         return new
+
+    def update(self, X, y) -> LogisticRegression:
+        """Apply the online update rule to one round of reported data (see `update_fn`);
+        warns when a refit's rows hold a single class and the parameters were kept."""
+        super().update(X, y)
+        y_mem = self.state_.get("y_mem")
+        if y_mem is not None and len(y_mem) and len(classes := torch.unique(y_mem)) < 2:
+            rounds = len(self.state_["round_sizes"])
+            warnings.warn(
+                f"LogisticRegression: the {len(y_mem)} rows of this refit ({len(y)} new, "
+                f"{rounds} round(s) kept) all have label {int(classes[0])}; one class has no "
+                "finite optimum (the intercept diverges), so the previous parameters are kept",
+                SingleClassWarning,
+                stacklevel=2,
+            )
+        return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from numbers import Integral
@@ -56,6 +57,14 @@ class _Net(nn.Module):
                 if masks is not None:  # inverted dropout, masks drawn by the caller
                     x = x * masks[i]
         return x
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_net(sizes: tuple[int, ...], activation: str) -> _Net:
+    """One parameterless `_Net` per architecture: building the meta-device layers costs
+    about a millisecond, which recourse-aware training would otherwise pay several times
+    per minibatch. Safe to share: `functional_call` only swaps parameters in for a call."""
+    return _Net(list(sizes), activation)
 
 
 def conjugate_gradient(
@@ -166,8 +175,9 @@ class MLPClassifier(Learner):
         ``mean [CE(x, y) + λ · CE(x + δ*, recourse_goal)] + (weight_decay / 2) ‖θ‖²``
         over all its rows, δ* the ``"linear"`` recourse of each row under the current θ
         (recomputed every minibatch / step / L-BFGS evaluation; see
-        `recourse_sim.recourse.ross`). The data term and the recourse term share one
-        dropout mask. 0 (default) is plain training.
+        `recourse_sim.recourse.ross`; δ* is computed on the network without dropout,
+        the deployed model). The data term and the recourse term share one dropout
+        mask. 0 (default) is plain training.
     action_set : ActionSet or None
         The actionable polytope Δ of δ*, in the units of X; required when λ > 0.
     recourse_goal : int
@@ -263,16 +273,17 @@ class MLPClassifier(Learner):
 
     # -- the model -------------------------------------------------------------------
     def _net(self) -> _Net:
-        sizes = [self.n_features_in_, *self.hidden, len(self.classes_)]
-        return _Net(sizes, self.activation)
+        sizes = (self.n_features_in_, *self.hidden, len(self.classes_))
+        return _shared_net(sizes, self.activation)
 
     @property
     def param_keys(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self._net().named_parameters())
 
     def proba_fn(self, state: State, X: torch.Tensor) -> torch.Tensor:
-        params = {k: state[k] for k in self.param_keys}
-        return torch.softmax(functional_call(self._net(), params, (X.to(torch.float64),)), dim=1)
+        net = self._net()
+        params = {name: state[name] for name, _ in net.named_parameters()}
+        return torch.softmax(functional_call(net, params, (X.to(torch.float64),)), dim=1)
 
     def _risk_fn(self) -> Callable[..., torch.Tensor]:
         """R(params, X, y, masks=None, X_recourse=None): mean cross-entropy

@@ -59,8 +59,8 @@ def individual_recourse(
 ) -> RecourseResult:
     """Recourse for every row of X towards `goal` (an int or one int per row).
 
-    `state` defaults to the learner's current parameters. `steps` and `step_size`
-    (default 2.5·ε/steps, as in Madry et al.'s PGD) drive "pgd" and "wachter"; `lam` is
+    `state` defaults to the learner's current parameters. `steps` and `step_size` (cost
+    per step, default 2.5·ε/steps as in Madry et al.'s PGD) drive "pgd" and "wachter"; `lam` is
     Wachter's cost weight λ; `solver` ("closed_form" or "highs") is for "linear".
     """
     if method not in METHODS:
@@ -97,6 +97,7 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
     best = delta.clone()
     best_obj = torch.full((len(X),), torch.inf, dtype=X.dtype)
     w = torch.tensor(action_set.weights_, dtype=X.dtype)
+    w_step = torch.where(w > 0, w, 1.0)  # free features move in their own units
     for i in range(steps + 1):
         delta.requires_grad_(True)
         obj = goal_loss(learner, state, X + delta, goal)
@@ -109,12 +110,13 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
             best = torch.where(improved[:, None], delta, best)
             if i == steps:
                 break
-            # normalised step: every row moves the same distance whatever its gradient scale
+            # steepest descent in the cost metric, normalised: each step costs `step`
+            # whatever the gradient's scale and the features' units
             if action_set.p == np.inf:
-                direction = grad.sign()
+                direction = grad.sign() / w_step
             else:
-                norm = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
-                direction = grad / norm.clamp_min(1e-300)
+                norm = torch.linalg.vector_norm(grad / w_step, dim=1, keepdim=True)
+                direction = grad / w_step**2 / norm.clamp_min(1e-300)
             delta = action_set.project(X, delta - step * direction)
     return best.detach()
 

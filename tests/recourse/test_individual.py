@@ -127,3 +127,15 @@ def test_per_row_goals_and_bad_arguments(binary_problem):
         individual_recourse(model, X, 1, a, method="gd")
     with pytest.raises(ConfigError, match="3 features"):
         individual_recourse(model, X, 1, ActionSet(3), method="pgd")
+
+
+def test_pgd_steps_follow_the_cost_metric():
+    # a feature in large units with a small cost weight (like a credit score in points at
+    # 0.01 per point) must be able to use its whole budget, as in unit-free problems
+    rng = np.random.default_rng(3)
+    X = np.c_[rng.uniform(300, 850, 300), rng.normal(size=300)]
+    y = (X[:, 0] / 100 + X[:, 1] + 0.5 * rng.normal(size=300) > 6).astype(np.int64)
+    model = LogisticRegression(C=1.0).fit(X, y)
+    a = ActionSet(2, immutable=[1], increase_only=[0], cost_weights=[0.01, 1.0], epsilon=0.5)
+    res = individual_recourse(model, X, 1, a, method="pgd", steps=50)
+    np.testing.assert_allclose(res.delta[:, 0], 50.0, rtol=1e-6)  # the budget: 50 points

@@ -1,0 +1,188 @@
+"""Social graphs: who hears a collective's plan.
+
+A collective's plan spreads over a social graph among its eligible members: a few
+*seed* members (the organisers) start with it and every member who hears it passes it
+on to each contact independently with probability ``spread`` (the independent-cascade
+model of Kempe, Kleinberg & Tardos, 2003). Of those reached, a share α takes part.
+
+The default stochastic block model has one block per group and *homophily* h: about a
+share h of each member's contacts are in its own group, so a plan organised in one
+group can stay there. Graphs are sampled in numpy (block by block, vectorised) because
+a fresh graph is drawn every round over up to tens of thousands of members; any
+networkx generator can be used instead (``kind: networkx``), and `SocialGraph`
+converts to and from `networkx.Graph` for analysis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios import SocialGraphSpec
+
+__all__ = [
+    "SocialGraph",
+    "independent_cascade",
+    "reach",
+    "recruit",
+    "stochastic_block_model",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class SocialGraph:
+    """An undirected graph on nodes 0..n-1 as a symmetric CSR adjacency."""
+
+    n: int
+    indptr: np.ndarray  # (n + 1,) int64
+    indices: np.ndarray  # (2 * edges,) int64 neighbours, grouped by node
+
+    @classmethod
+    def from_edges(cls, n: int, a: np.ndarray, b: np.ndarray) -> SocialGraph:
+        """From the endpoints of undirected edges (self-loops and duplicates removed)."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        keep = a != b
+        lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+        key = np.unique(lo * n + hi)
+        lo, hi = key // n, key % n
+        rows, cols = np.concatenate([lo, hi]), np.concatenate([hi, lo])
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
+        return cls(n=n, indptr=indptr, indices=cols)
+
+    @classmethod
+    def from_networkx(cls, graph: nx.Graph) -> SocialGraph:
+        """From a networkx graph whose nodes are 0..n-1."""
+        n = graph.number_of_nodes()
+        edges = np.array(list(graph.edges()), dtype=np.int64).reshape(-1, 2)
+        return cls.from_edges(n, edges[:, 0], edges[:, 1])
+
+    def to_networkx(self) -> nx.Graph:
+        g = nx.empty_graph(self.n)
+        rows = np.repeat(np.arange(self.n), np.diff(self.indptr))
+        upper = rows < self.indices
+        g.add_edges_from(zip(rows[upper].tolist(), self.indices[upper].tolist(), strict=True))
+        return g
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.indices) // 2
+
+    def degree(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+
+def stochastic_block_model(
+    block: np.ndarray, mean_degree: float, homophily: float, rng: np.random.Generator
+) -> SocialGraph:
+    """A stochastic block model with one block per value of `block`.
+
+    Within-block edge probability h·D/(n_b − 1) and between-block (1 − h)·D/(n − n_b)
+    (averaged over the two blocks to be symmetric), so a member has about D contacts,
+    a share h of them in its own block. Edges are drawn block pair by block pair:
+    a binomial count, then uniform endpoints (the rare duplicate is dropped).
+    """
+    block = np.asarray(block)
+    n = len(block)
+    labels = np.unique(block)
+    members = [np.flatnonzero(block == b) for b in labels]
+    sizes = np.array([len(m) for m in members], dtype=np.float64)
+    h = homophily if len(labels) > 1 else 1.0
+    a_parts, b_parts = [], []
+    for i, mi in enumerate(members):
+        for j in range(i, len(members)):
+            mj = members[j]
+            if i == j:
+                pairs = sizes[i] * (sizes[i] - 1) / 2
+                p = h * mean_degree / max(sizes[i] - 1, 1)
+            else:
+                pairs = sizes[i] * sizes[j]
+                p = (1 - h) * mean_degree * 0.5 * (1 / (n - sizes[i]) + 1 / (n - sizes[j]))
+            if pairs <= 0 or p <= 0:
+                continue
+            m = rng.binomial(int(pairs), min(p, 1.0))
+            a_parts.append(mi[rng.integers(len(mi), size=m)])
+            b_parts.append(mj[rng.integers(len(mj), size=m)])
+    if not a_parts:
+        return SocialGraph.from_edges(n, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return SocialGraph.from_edges(n, np.concatenate(a_parts), np.concatenate(b_parts))
+
+
+def independent_cascade(
+    graph: SocialGraph, seeds: np.ndarray, spread: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Nodes reached from the `seeds` mask when each newly reached node passes the plan to
+    each neighbour once with probability `spread` (one vectorised wave per hop)."""
+    active = np.asarray(seeds, bool).copy()
+    frontier = np.flatnonzero(active)
+    while frontier.size:
+        starts = graph.indptr[frontier]
+        counts = graph.indptr[frontier + 1] - starts
+        total = int(counts.sum())
+        if total == 0:
+            break
+        # positions of every frontier node's neighbour list, concatenated
+        offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        neighbours = graph.indices[offsets]
+        told = np.unique(neighbours[rng.random(total) < spread])
+        frontier = told[~active[told]]
+        active[frontier] = True
+    return active
+
+
+def _networkx_graph(spec: SocialGraphSpec, n: int, rng: np.random.Generator) -> SocialGraph:
+    generator = getattr(nx, spec.generator or "", None)
+    if generator is None or not callable(generator):
+        raise ConfigError(f"graph.generator: {spec.generator!r} is not a networkx generator")
+    try:
+        graph = generator(n, **spec.params, seed=int(rng.integers(2**31 - 1)))
+    except (TypeError, ValueError, nx.NetworkXError) as exc:
+        raise ConfigError(
+            f"graph.params: networkx {spec.generator}(n={n}, **{spec.params!r}) failed: {exc}"
+        ) from None
+    return SocialGraph.from_networkx(nx.convert_node_labels_to_integers(graph))
+
+
+def reach(
+    spec: SocialGraphSpec,
+    eligible: np.ndarray,
+    group: np.ndarray,
+    group_labels: tuple[str, ...],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Which eligible people hear the plan (a mask over everyone)."""
+    eligible = np.asarray(eligible, bool)
+    if spec.kind == "complete":
+        return eligible.copy()
+    members = np.flatnonzero(eligible)
+    heard = np.zeros(len(eligible), bool)
+    if members.size == 0:
+        return heard
+    if spec.kind == "sbm":
+        graph = stochastic_block_model(group[members], spec.mean_degree, spec.homophily, rng)
+    else:
+        graph = _networkx_graph(spec, len(members), rng)
+    organiser = np.ones(len(members), bool)
+    if spec.seed_groups is not None:
+        codes = [group_labels.index(g) for g in spec.seed_groups]
+        organiser = np.isin(group[members], codes)
+    seeds = organiser & (rng.random(len(members)) < spec.seed_fraction)
+    heard[members] = independent_cascade(graph, seeds, spec.spread, rng)
+    return heard
+
+
+def recruit(
+    spec: SocialGraphSpec,
+    participation: float,
+    eligible: np.ndarray,
+    group: np.ndarray,
+    group_labels: tuple[str, ...],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Who takes part: reached through the graph, then each with probability α."""
+    heard = reach(spec, eligible, group, group_labels, rng)
+    return heard & (rng.random(len(heard)) < participation)

@@ -1,0 +1,278 @@
+"""Durable files: atomic replacement and checkpoints that never unpickle.
+
+A checkpoint is two files in one directory:
+
+* ``state-<round>.npz`` — every numpy array of the state, saved and loaded with
+  ``allow_pickle=False`` (object arrays are refused when saving);
+* ``checkpoint.json`` — the commit record: format, version, round number, the rest
+  of the state as JSON (arrays replaced by references into the ``.npz``), caller
+  metadata, the SHA-256 of the ``.npz`` bytes and a SHA-256 of the record itself.
+
+Writing goes ``.npz`` first, then ``checkpoint.json``, each through a temporary file
+that is fsynced and then ``os.replace``-d into place, and only then are older ``.npz``
+files deleted. A crash at any point therefore leaves either the previous checkpoint or
+the new one, never a mixture. Loading verifies both digests before decoding anything,
+so a truncated or bit-flipped checkpoint raises `CheckpointError` naming the file
+instead of being half-loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recourse_sim.errors import CheckpointError
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "Checkpoint",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+CHECKPOINT_FILE = "checkpoint.json"
+"""Name of the commit record inside a checkpoint directory."""
+
+_FORMAT = "recourse-sim-checkpoint"
+_VERSION = 1
+
+# Tags of the JSON encoding of a state tree. A dict whose keys include a tag (or are
+# not all strings) is written in the "__dict__" form, so decoding is unambiguous.
+_ARRAY, _SCALAR, _TUPLE, _DICT = "__ndarray__", "__npscalar__", "__tuple__", "__dict__"
+_TAGS = frozenset({_ARRAY, _SCALAR, _TUPLE, _DICT})
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded, verified checkpoint."""
+
+    round: int
+    """Number of rounds completed when the checkpoint was taken."""
+    state: dict[str, Any]
+    """The state tree exactly as it was saved (arrays, numpy scalars, tuples restored)."""
+    meta: dict[str, Any]
+    """The caller's JSON metadata (run identity, metrics-file position, ...)."""
+    path: Path
+    """The ``checkpoint.json`` this was read from (for error messages)."""
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in `directory` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows: directories cannot be opened; rename is durable enough
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a part.
+
+    The bytes go to a temporary file in the same directory, are flushed and fsynced, and
+    the temporary file is then renamed over `path` (``os.replace`` is atomic on POSIX and
+    Windows); the directory is fsynced so the rename survives a power cut.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """`atomic_write_bytes` for UTF-8 text (newlines written as ``\\n`` on every platform)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# --------------------------------------------------------------------------- state encoding
+
+
+def _encode(value: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
+    """JSON-able form of `value`; arrays and numpy scalars are moved into `arrays`."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        if array.dtype.hasobject:
+            raise TypeError(
+                f"cannot checkpoint {where}: object arrays would need pickling "
+                f"(dtype {array.dtype}); store numbers or strings"
+            )
+        key = f"a{len(arrays)}"
+        arrays[key] = array
+        return {_ARRAY if isinstance(value, np.ndarray) else _SCALAR: key}
+    if isinstance(value, list):
+        return [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) for k in value) and not _TAGS.intersection(value):
+            return {k: _encode(v, arrays, f"{where}[{k!r}]") for k, v in value.items()}
+        return {
+            _DICT: [
+                [_encode(k, arrays, f"{where} key {k!r}"), _encode(v, arrays, f"{where}[{k!r}]")]
+                for k, v in value.items()
+            ]
+        }
+    raise TypeError(
+        f"cannot checkpoint {where} of type {type(value).__name__}: a state holds only numpy "
+        "arrays, numbers, strings, None, and lists, tuples and dicts of these"
+    )
+
+
+def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """Inverse of `_encode`."""
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (tag, body), *_ = value.items()
+        if tag == _ARRAY:
+            return arrays[body]
+        if tag == _SCALAR:
+            return arrays[body][()]
+        if tag == _TUPLE:
+            return tuple(_decode(v, arrays) for v in body)
+        if tag == _DICT:
+            return {_decode(k, arrays): _decode(v, arrays) for k, v in body}
+    return {k: _decode(v, arrays) for k, v in value.items()}
+
+
+def _digest(record: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of `record` without its own ``sha256`` field."""
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- save / load
+
+
+def save_checkpoint(
+    directory: str | os.PathLike[str],
+    *,
+    round: int,
+    state: Mapping[str, Any],
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
+    """Atomically replace the checkpoint in `directory` by (`round`, `state`, `meta`).
+
+    `state` is a tree of numpy arrays, numpy scalars, Python numbers, strings, None,
+    lists, tuples and dicts (any hashable keys); anything else (in particular objects
+    that would need pickling) raises TypeError naming where it is. `meta` must be
+    JSON-serialisable. Returns the path of ``checkpoint.json``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    encoded = _encode(dict(state), arrays, "state")
+
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **arrays)
+    npz_bytes = buffer.getvalue()
+    npz_name = f"state-{round:06d}.npz"
+    atomic_write_bytes(directory / npz_name, npz_bytes)
+
+    record: dict[str, Any] = {
+        "format": _FORMAT,
+        "version": _VERSION,
+        "round": round,
+        "arrays": npz_name,
+        "arrays_sha256": hashlib.sha256(npz_bytes).hexdigest(),
+        "state": encoded,
+        "meta": dict(meta or {}),
+    }
+    record["sha256"] = _digest(record)
+    path = directory / CHECKPOINT_FILE
+    atomic_write_text(path, json.dumps(record, indent=1, allow_nan=True) + "\n")
+
+    # Only now is the new .npz committed: older ones, and temporary files of a writer that
+    # was killed mid-write, are garbage.
+    for old in [*directory.glob("state-*.npz"), *directory.glob(".*.tmp")]:
+        if old.name != npz_name:
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return path
+
+
+def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
+    """Load and verify the checkpoint in `directory`; None if there is none.
+
+    Raises `CheckpointError` naming the file if ``checkpoint.json`` or its ``.npz`` is
+    unreadable, truncated, fails its SHA-256 check or is not a recourse-sim checkpoint.
+    Nothing is unpickled.
+    """
+    path = Path(directory) / CHECKPOINT_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror}") from e
+
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated (not valid JSON)") from e
+    if not isinstance(record, dict) or record.get("format") != _FORMAT:
+        raise CheckpointError(f"{path} is not a recourse-sim checkpoint")
+    if record.get("version") != _VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format version {record.get('version')!r}; "
+            f"this recourse-sim reads version {_VERSION}"
+        )
+    if record.get("sha256") != _digest(record):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its SHA-256 digest does not match")
+
+    # The digest vouches for these fields, but keep the file name inside the directory.
+    npz_name = record.get("arrays")
+    if not isinstance(npz_name, str) or Path(npz_name).name != npz_name:
+        raise CheckpointError(f"checkpoint {path} names an invalid state file {npz_name!r}")
+    npz_path = path.parent / npz_name
+    try:
+        npz_bytes = npz_path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"checkpoint state {npz_path} is missing or unreadable") from e
+    if hashlib.sha256(npz_bytes).hexdigest() != record.get("arrays_sha256"):
+        raise CheckpointError(
+            f"checkpoint state {npz_path} is corrupt: its SHA-256 digest does not match"
+        )
+
+    try:
+        with np.load(io.BytesIO(npz_bytes), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        state = _decode(record["state"], arrays)
+        rounds_done, meta = int(record["round"]), dict(record["meta"])
+    except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile) as e:
+        raise CheckpointError(f"checkpoint {path} cannot be decoded: {e}") from e
+    return Checkpoint(round=rounds_done, state=state, meta=meta, path=path)

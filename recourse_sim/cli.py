@@ -1,0 +1,315 @@
+"""The ``recourse-sim`` command: ``run``, ``validate``, ``list``, ``plot``, ``sweep``.
+
+Every mistake a user can make (a bad scenario, argument or file) ends the command with
+exit status 2 and one line on stderr, ``error: <what is wrong>``, never a traceback.
+Anything else is a bug and propagates with its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from recourse_sim import __version__
+from recourse_sim.errors import RecourseSimError
+
+__all__ = ["build_parser", "main"]
+
+EXIT_USAGE = 2
+"""Exit status of a user error (argparse's convention)."""
+
+LIST_WIDTH = 110
+"""Characters per line of ``recourse-sim list`` (descriptions are shortened to fit)."""
+
+PROGRESS_MIN_ROUNDS = 6
+"""Runs with at least this many rounds to go show a progress bar (on a terminal)."""
+
+
+class UsageError(Exception):
+    """A command-line argument is malformed (what argparse would print usage for)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become one line instead of usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``recourse-sim`` (``run, validate, list, plot, sweep``)."""
+    parser = _Parser(
+        prog="recourse-sim",
+        description="Simulate online collective algorithmic recourse.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    set_help = (
+        "override a scenario field by its dotted path (repeatable), "
+        "e.g. --set learner.update_rule=refit"
+    )
+
+    run = commands.add_parser(
+        "run",
+        help="run a scenario; writes metrics.csv, summary.json, scenario.yaml, a checkpoint",
+        description="Run a scenario round by round. Each round's metrics are written as it "
+        "completes, and a checkpoint after it, so a killed run continues with --resume.",
+    )
+    run.add_argument("scenario", metavar="SCENARIO", help="bundled scenario name or YAML file")
+    run.add_argument(
+        "--rounds", type=_positive_int, metavar="N", help="rounds to run (default: the scenario's)"
+    )
+    run.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
+    run.add_argument(
+        "--out", type=Path, metavar="DIR", help="output directory (default runs/SCENARIO-seedS)"
+    )
+    run.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides", help=set_help
+    )
+    run.add_argument(
+        "--resume", action="store_true", help="continue the run in DIR from its checkpoint"
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    run.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="torch intra-op threads (default 1: round-sized tensors gain nothing from "
+        "more, and a busy machine makes torch's thread pool spin)",
+    )
+    run.set_defaults(handler=_cmd_run)
+
+    validate = commands.add_parser(
+        "validate", help="check scenario files", description="Load and validate scenarios."
+    )
+    validate.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="names or YAML files")
+    validate.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides", help=set_help
+    )
+    validate.set_defaults(handler=_cmd_validate)
+
+    list_ = commands.add_parser(
+        "list", help="list the bundled scenarios", description="List the bundled scenarios."
+    )
+    list_.set_defaults(handler=_cmd_list)
+
+    plot = commands.add_parser(
+        "plot",
+        help="plot a run's long-term dynamics",
+        description="Plot acceptance rate, recourse success, mean cost and model accuracy "
+        "over rounds, one line per group, from DIR/metrics.csv.",
+    )
+    plot.add_argument("run_dir", type=Path, metavar="DIR", help="run directory (or metrics.csv)")
+    plot.add_argument(
+        "--out", type=Path, metavar="FILE", help="image to write (default DIR/dynamics.png)"
+    )
+    plot.set_defaults(handler=_cmd_plot)
+
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a scenario over a grid of settings x seeds (processes or Ray)",
+        description="Run SCENARIO once per combination of --grid values and seed, each cell "
+        "in DIR/<cell>/ like `run`, then combine their metrics into DIR/sweep.csv (grid keys "
+        "and seed as columns). Finished cells are skipped when the sweep is run again; a "
+        "failed cell is retried once, then listed in DIR/failures.json (exit status 1).",
+    )
+    sweep.add_argument("scenario", metavar="SCENARIO", help="bundled scenario name or YAML file")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a scenario field (dotted path) and its values (repeatable; the grid is the "
+        "product), e.g. --grid learner.update_rule=refit,window",
+    )
+    sweep.add_argument(
+        "--seeds", default="0", metavar="SEEDS", help="seeds, e.g. 0-9 or 0,3,5-7 (default 0)"
+    )
+    sweep.add_argument("--out", type=Path, required=True, metavar="DIR", help="sweep directory")
+    sweep.add_argument(
+        "--rounds", type=_positive_int, metavar="N", help="rounds per run (default: the scenario's)"
+    )
+    sweep.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a scenario field in every cell (repeatable)",
+    )
+    sweep.add_argument(
+        "--backend",
+        choices=("local", "ray", "serial"),
+        default="local",
+        help="local: processes on this machine (default); ray: Ray tasks (the ray extra); "
+        "serial: one cell after another in this process",
+    )
+    sweep.add_argument(
+        "--workers", type=_positive_int, metavar="K", help="parallel cells (default: CPU count)"
+    )
+    sweep.add_argument(
+        "--address", metavar="ADDR", help="Ray cluster to join (default: start Ray locally)"
+    )
+    sweep.add_argument("-q", "--quiet", action="store_true", help="no per-cell lines")
+    sweep.set_defaults(handler=_cmd_sweep)
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import torch
+
+    from recourse_sim.scenarios import load_scenario
+    from recourse_sim.simulate import METRICS_FILE, simulate
+
+    torch.set_num_threads(args.threads)
+    scenario = load_scenario(args.scenario, overrides=args.overrides or None)
+    rounds = args.rounds if args.rounds is not None else scenario.rounds
+    out = args.out if args.out is not None else Path("runs") / f"{scenario.name}-seed{args.seed}"
+    progress = not args.quiet and sys.stderr.isatty() and rounds >= PROGRESS_MIN_ROUNDS
+    frame = simulate(scenario, rounds, args.seed, out, resume=args.resume, progress=progress)
+    if not args.quiet:
+        last = frame[(frame["round"] == frame["round"].iloc[-1]) & (frame["group"] == "all")]
+        print(f"wrote {out / METRICS_FILE} ({frame['round'].nunique()} rounds, seed {args.seed})")
+        if not last.empty:
+            row = last.iloc[0]
+            shown = ("acceptance_rate", "recourse_success_rate", "mean_cost", "model_accuracy")
+            print(
+                f"round {row['round']}, all: "
+                + ", ".join(f"{k} {row[k]:.4g}" for k in shown if k in row)
+            )
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from recourse_sim.scenarios import load_scenario
+
+    status = 0
+    for name in args.scenarios:
+        try:
+            load_scenario(name, overrides=args.overrides or None)
+        except RecourseSimError as e:  # report every bad file, not only the first
+            _print_error(e)
+            status = EXIT_USAGE
+        else:
+            print(f"ok: {name}")
+    return status
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from recourse_sim.scenarios import list_scenarios, load_scenario
+
+    names = list_scenarios()
+    width = max((len(n) for n in names), default=0)
+    status = 0
+    for name in names:
+        try:
+            description = textwrap.shorten(
+                load_scenario(name).description, LIST_WIDTH - width, placeholder=" ..."
+            )
+        except RecourseSimError as e:  # list the others; a broken file is still worth naming
+            description, status = f"(does not load: {e})", EXIT_USAGE
+        print(f"{name:<{width}}  {description}".rstrip())
+    return status
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from recourse_sim.plotting import plot_dynamics
+
+    out = args.out
+    if out is None:
+        out = (args.run_dir if args.run_dir.is_dir() else args.run_dir.parent) / "dynamics.png"
+    print(f"wrote {plot_dynamics(args.run_dir, out)}")
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from recourse_sim.sweep import FAILURES_FILE, sweep
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    result = sweep(
+        args.scenario,
+        args.grid,
+        args.seeds,
+        args.out,
+        overrides=args.overrides,
+        rounds=args.rounds,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        log=None if args.quiet else log,
+    )
+    counts = (
+        f"{len(result.cells)} cells: {len(result.ran)} ran, {len(result.skipped)} skipped "
+        f"(finished before), {len(result.failed)} failed; {result.wall_time_seconds:.1f} s"
+    )
+    if not args.quiet:
+        print(f"wrote {result.table} ({counts})")
+    if result.failed:
+        print(
+            f"{len(result.failed)} of {len(result.cells)} cells failed twice; "
+            f"see {args.out / FAILURES_FILE} (run the sweep again to retry them)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _print_error(error: BaseException) -> None:
+    """Print `error` as the single line ``error: <message>`` on stderr."""
+    message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
+    print(f"error: {message or type(error).__name__}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``recourse-sim`` with `argv` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help and --version print, then exit
+            return e.code if isinstance(e.code, int) else 0
+        return args.handler(args)
+    except (UsageError, RecourseSimError) as e:
+        _print_error(e)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted (a run continues with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,759 @@
+"""The recourse environment: one step is one round of online retraining."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+
+from agents import make_strategy, recruit
+from agents.strategies import Individual, Strategy
+from recourse_sim.env.metrics import RoundRecord, round_metrics
+from recourse_sim.env.worlds import Cohort, World, build_world
+from recourse_sim.errors import CheckpointError, ConfigError
+from recourse_sim.learners import LEARNERS, Learner, make_learner
+from recourse_sim.recourse import ActionSet
+from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
+
+# Observation scaling: parameters enter as sign(θ)·log(1 + |θ|) (finite, monotone, and
+# readable whether a weight is 0.01 or 500); feature means in SDs of the history.
+PARAM_BOUND = 30.0
+FEATURE_BOUND = 10.0
+STATE_VERSION = 1
+
+
+class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
+    """Online collective algorithmic recourse: a deployed model retrained round after round
+    on what people report, while people seek recourse alone and act collectively.
+
+    ## Description
+
+    A scenario (`recourse_sim.load_scenario`) declares a world of people (the OAR paper's
+    school district, FICO lending with persistent applicants, a bundled dataset or any
+    CSV file), a deployed learner with an online update rule, a decision rule and
+    populations with strategies. The people of a *query group* (school: high-achieving
+    N2 students S) want the favourable decision; *collectives* of the people whose
+    reports will train the next model perturb those reports on their behalf (Online
+    Algorithmic Recourse, Creager & Zemel, Eq. 3). The *controlled* collective's
+    perturbation is the agent's action.
+
+    ## Round structure
+
+    One `step` is one round:
+
+    1. **Cohort** — the round's people were drawn at the end of the previous round (or
+       at reset): true features, group, query membership, outcome noise.
+    2. **Decision** — the learner decides on the honest reports. Under ``decision.rule:
+       pare`` the threshold is min(decision.threshold, τ̂), τ̂ Ross et al.'s PARE bound
+       recomputed for the current model each round on a calibration sample of honest
+       reports (never outcomes); a learner with ``recourse_loss_weight`` λ > 0 is fit
+       and updated with their recourse loss over the scenario's actionable set.
+    3. **Individual recourse** — rejected members of ``individual`` populations move
+       their own reports within their action set (PGD, Wachter or linear); changes to
+       *causal* features also change their true features, changes to *proxy*
+       features are gaming. Everyone is decided again on the final reports.
+    4. **Outcomes** — true outcomes follow the true features; metrics are recorded.
+    5. **Collective recourse** — the training rows (only approved people's if labels
+       are selective) are the reports of this round; members of each collective who
+       are eligible, reached by its social graph and participating (α) perturb them:
+       by OAR against the learner's own update rule (``collective_oar``, optional
+       look-ahead horizon) or by the action (``controlled``).
+    6. **Update** — the learner applies its online rule to the (perturbed) training
+       rows; persistent worlds move on (lending: +repay_gain / −default_loss to the
+       score of each approved applicant); the next cohort is drawn.
+
+    ## Action Space
+
+    ``Box(-1, 1, shape=(k, m), float32)``: k label classes × m features the controlled
+    collective can change, in units of its budget: a participant whose training label is
+    c reports ``x + project(ε · action[c] / w)`` with w the features' cost weights, so
+    ±1 on one feature spends the whole budget ε on it (see `agents.Controlled`).
+    Ignored when the scenario has no ``controlled`` population (the space is then k ×
+    the scenario's actionable features).
+
+    ## Observation Space
+
+    A flat ``Box`` of float32, all finite, with G groups, d features, P parameters:
+
+    | part | size | range |
+    |---|---|---|
+    | learner parameters θ as sign(θ)·log(1 + \\|θ\\|) (no memory) | P | ±30 |
+    | per group: next cohort's acceptance under the current model | G | [0, 1] |
+    | per group: last round's acceptance | G | [0, 1] |
+    | per group: last round's true-outcome rate | G | [0, 1] |
+    | query group, next cohort: acceptance, mean P(goal), share | 3 | [0, 1] |
+    | query group: last round's acceptance | 1 | [0, 1] |
+    | query group, next cohort: mean features in history SDs | d | ±10 |
+    | rounds done / rounds | 1 | [0, 1] |
+
+    ## Rewards
+
+    ``reward = query_success − λ · cost``, where ``query_success`` is the share of this
+    round's query group that the *updated* model gives its goal (the decision rule
+    applied to their honest reports: next round's success without individual recourse),
+    ``cost`` the mean cost of the collectives' perturbations per participant (0 when
+    nobody took part) and λ the scenario's ``reward.cost_weight``. Both components are
+    in ``info["rewards"]``.
+
+    ## Starting State
+
+    ``reset(seed=…)`` seeds ``self.np_random``, from which everything random is drawn
+    (the world, the history, the first model's fit, cohorts, social graphs,
+    participation, outcomes). The learner is fit on the world's history (school: the
+    biased historical admissions; lending: past applicants with observed repayment) and
+    the first cohort is drawn.
+
+    ## Episode End
+
+    Never terminated; truncated after ``scenario.rounds`` rounds.
+
+    ## Info
+
+    ``info["metrics"]``: tidy rows of the round, one per group, ``query`` and ``all``
+    (see `recourse_sim.env.metrics`); ``info["rewards"]``: the reward's components;
+    ``info["collectives"]``: per collective population, its ``participants``, their mean
+    ``cost`` and the ``query_success`` of the query group it acts for; ``info["round"]``:
+    rounds done.
+
+    ## Arguments
+
+    ```python
+    import gymnasium as gym
+    import recourse_sim.env  # registers the environments
+
+    env = gym.make("recourse_sim/SchoolAssignment-v0")
+    env = gym.make("recourse_sim/Recourse-v0", scenario="oar_iris", rounds=10)
+    env = RecourseEnv("lending_fico", world__n_applicants=500)
+    ```
+
+    * ``scenario``: a `Scenario`, a bundled scenario name or a path to a YAML file
+      (default ``school_assignment``).
+    * ``**overrides``: scenario fields to change, as keyword arguments with ``__`` for
+      the dots of a dotted key (``learner__update_rule="refit"``).
+    * ``render_mode``: ``None`` or ``"ansi"`` (a text summary of the last round).
+
+    Checkpoints: ``get_state()`` returns the full state as numpy arrays, numbers and
+    strings (no pickled objects); ``set_state(state)`` restores it so that continuing
+    gives exactly the same rounds as an uninterrupted run.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    # the action drives one controlled population (the multi-agent env lifts this)
+    _single_controlled: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                f"render_mode={render_mode!r} is not one of {self.metadata['render_modes']}"
+            )
+        self.render_mode = render_mode
+        dotted = {k.replace("__", "."): v for k, v in overrides.items()}
+        if scenario is None:
+            scenario = "school_assignment"
+        if isinstance(scenario, Scenario):
+            if dotted:
+                source = scenario.source
+                scenario = load_scenario(scenario.model_dump(mode="python"), dotted)
+                scenario._source = source
+        else:
+            scenario = load_scenario(scenario, dotted or None)
+        self.scenario: Scenario = scenario
+        self.world: World = build_world(scenario.world, scenario.source)
+        names = self.world.features.names
+        self.n_features = len(names)
+        self.n_classes = self.world.n_classes
+        self.favourable = self.world.favourable
+        self.group_labels = self.world.group_labels
+
+        _check_classes(scenario, self.n_classes)
+        self.action_set, self.causal = _base_action_set(scenario, self.world)
+        self.strategies: list[Strategy] = []
+        for pname, pop in scenario.populations.items():
+            aset = _population_action_set(self.action_set, pop, names, f"populations.{pname}")
+            self.strategies.append(make_strategy(pname, pop, aset))
+        controlled = [s for s in self.strategies if s.name == "controlled"]
+        if len(controlled) > 1 and self._single_controlled:
+            raise ConfigError(
+                f"{scenario.source}: populations: at most one controlled population per "
+                f"RecourseEnv, got {[s.population for s in controlled]} (several collectives, "
+                "each its own agent: recourse_sim.env.multi.RecourseParallelEnv)"
+            )
+        self._controlled = controlled[0] if controlled else None
+        self._pare_action_set = self.action_set.replace(
+            epsilon=self._recourse_budget(scenario.decision.pare.budget)
+        )
+        self._pare: dict[str, float] = {}
+        acting_set = self._controlled.action_set if self._controlled else self.action_set
+        m = max(int(acting_set.actionable.sum()), 1)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(self.n_classes, m), dtype=np.float32)
+
+        self.learner: Learner = self._new_learner(random_state=0)
+        n_params = self._param_count()
+        G, d = len(self.group_labels), self.n_features
+        low = np.concatenate(
+            [
+                np.full(n_params, -PARAM_BOUND),
+                np.zeros(3 * G + 4),
+                np.full(d, -FEATURE_BOUND),
+                [0.0],
+            ]
+        )
+        high = np.concatenate(
+            [np.full(n_params, PARAM_BOUND), np.ones(3 * G + 4), np.full(d, FEATURE_BOUND), [1.0]]
+        )
+        self.observation_space = spaces.Box(
+            low.astype(np.float32), high.astype(np.float32), dtype=np.float32
+        )
+        self._round = 0
+        self._cohort: Cohort | None = None
+        self._last_metrics: list[dict] = []
+
+    # -- construction helpers ------------------------------------------------------------
+    def _new_learner(self, random_state: int) -> Learner:
+        spec = self.scenario.learner
+        accepted = LEARNERS[spec.type]._get_param_names()
+        try:
+            params = spec.learner_params(accepted)
+        except ValueError as exc:
+            raise ConfigError(f"{self.scenario.source}: learner.standardize: {exc}") from None
+        if "n_classes" in accepted:
+            params.setdefault("n_classes", self.n_classes)
+        if "random_state" in accepted:
+            params.setdefault("random_state", random_state)
+        if spec.recourse_loss_weight > 0:
+            # Ross et al.'s recourse loss: δ* over the scenario's actionable set, in the
+            # units of X (the learner standardises internally), towards the query's goal
+            params.update(
+                recourse_loss_weight=spec.recourse_loss_weight,
+                action_set=self.action_set.replace(epsilon=self._recourse_budget()),
+                recourse_goal=self.scenario.query.goal,
+            )
+        try:
+            return make_learner(
+                spec.type, update_rule=spec.update_rule, window=spec.window, **params
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
+
+    def _recourse_budget(self, given: float | None = None) -> float:
+        """Budget of the bank's recourse δ* (cost units): `given`, else
+        ``learner.recourse_budget``, else the largest budget of the individual populations
+        (the recourse seekers can afford), else 1."""
+        if given is not None:
+            return float(given)
+        if self.scenario.learner.recourse_budget is not None:
+            return float(self.scenario.learner.recourse_budget)
+        budgets = [
+            p.epsilon for p in self.scenario.populations.values() if p.strategy == "individual"
+        ]
+        return float(max(budgets)) if budgets else 1.0
+
+    def _pare_threshold(self, cohort: Cohort, rng: np.random.Generator) -> dict[str, float]:
+        """This round's PARE threshold (``decision.rule: pare``) for the current model.
+
+        Calibrates on honest reports only (features, never outcomes): a fresh draw of
+        applicants from the world, or the cohort about to be decided. Returns the
+        deployed ``decision_threshold`` = min(decision.threshold, τ̂) and ``pare_upper``
+        = τ̂, the largest threshold the calibration certifies.
+        """
+        from recourse_sim.recourse.ross import pare_threshold
+
+        rule = self.scenario.decision
+        spec = rule.pare
+        X_cal = self.world.draw(rng).X if spec.calibration == "fresh" else cohort.X
+        with warnings.catch_warnings():
+            # too few rows is a load-time error (scenarios.pare_min_calibration); nothing
+            # else warns
+            warnings.simplefilter("ignore")
+            pare = pare_threshold(
+                self.learner,
+                X_cal,
+                self._pare_action_set,
+                epsilon=spec.epsilon,
+                alpha=spec.alpha,
+                goal=self.favourable,
+            )
+        return {
+            "decision_threshold": float(min(rule.threshold, pare.upper)),
+            "pare_upper": float(pare.upper),
+        }
+
+    def _has_recourse_rate(self, X: np.ndarray) -> float:
+        """Share of honest reports X that have recourse at the deployed threshold: the
+        model favours x or x + δ* (linear, the bank's action set and budget) (PARE only)."""
+        from recourse_sim.recourse.ross import recourse_scores
+
+        s = recourse_scores(self.learner, X, self._pare_action_set, goal=self.favourable)
+        return float((s >= self._pare["decision_threshold"]).mean()) if len(s) else 0.0
+
+    def _param_count(self) -> int:
+        """Length of the learner's parameter vector, from a fit on a tiny fixed dataset
+        (the count depends only on the learner, d and k)."""
+        k, d = self.n_classes, self.n_features
+        y = np.tile(np.arange(k), 2)
+        X = np.outer(y, np.ones(d)) + np.repeat([0.0, 0.5], k)[:, None]
+        probe = self._new_learner(random_state=0)
+        with warnings.catch_warnings():
+            # only the shapes of the probe's parameters matter, not how well it fit
+            warnings.simplefilter("ignore")
+            try:
+                probe.fit(X, y)
+            except ConfigError as exc:
+                raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
+        return len(probe.param_vector())
+
+    # -- gymnasium API ---------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        rng = self.np_random
+        self.world.reset(rng)
+        X_hist, y_hist = self.world.history(rng)
+        self._feature_mean = X_hist.mean(0)
+        scale = X_hist.std(0)
+        self._feature_scale = np.where(scale > 0, scale, 1.0)
+        self._learner_seed = int(rng.integers(2**63 - 1))
+        self.learner = self._new_learner(random_state=self._learner_seed)
+        try:
+            self.learner.fit(X_hist, y_hist)
+        except ConfigError as exc:
+            raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
+        self._theta0 = self.learner.param_vector()
+        self._round = 0
+        self._cohort = self.world.draw(rng)
+        if self.scenario.decision.rule == "pare":
+            self._pare = self._pare_threshold(self._cohort, rng)
+        G = len(self.group_labels)
+        self._last = {
+            "acceptance": np.zeros(G),
+            "true_outcome": np.zeros(G),
+            "query_acceptance": np.zeros(1),
+        }
+        self._last_metrics = []
+        return self._observation(), {"round": 0, "scenario": self.scenario.name}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._cohort is None or self._round >= self.scenario.rounds:
+            raise ResetNeeded("call reset() before step() (and after the episode ends)")
+        action = np.asarray(action, dtype=np.float64)
+        if action.size != int(np.prod(self.action_space.shape)):
+            raise ConfigError(
+                f"action has shape {action.shape}, expected {self.action_space.shape}"
+            )
+        action = action.reshape(self.action_space.shape)
+        if not np.isfinite(action).all():
+            raise ConfigError(f"action contains NaN or infinite values: {action.tolist()}")
+        return self._play_round({}, action)
+
+    def _play_round(
+        self, actions: dict[str, np.ndarray], default: np.ndarray | None
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Steps 2-6 of a round; collective `p` acts on ``actions.get(p, default)``."""
+        rng, learner, c = self.np_random, self.learner, self._cohort
+        assert c is not None
+        fav_class = self.favourable
+
+        # 2. decision on honest reports
+        X_rep, X_true = c.X.copy(), c.X.copy()
+        favourable_before = self._decide(learner.predict_proba(X_rep), c.group)
+
+        # 3. individual recourse by rejected members of individual populations
+        tried = np.zeros(len(X_rep), bool)
+        cost = np.zeros(len(X_rep))
+        for s in self.strategies:
+            if not isinstance(s, Individual):
+                continue
+            seekers = ~favourable_before & ~tried & s.select(c.group, c.y0, self.group_labels)
+            res = s.act(learner, X_rep, seekers, fav_class, rng)
+            X_rep += res.delta
+            tried |= res.tried
+            cost = np.where(res.tried, res.cost, cost)
+        change = X_rep - c.X
+        X_true[:, self.causal] += change[:, self.causal]
+        changed = (change[:, self.causal] != 0).any(1)
+        proba = learner.predict_proba(X_rep)
+        favourable = self._decide(proba, c.group)
+
+        # 4. outcomes
+        y = self.world.outcome(c, X_true, changed)
+        correct = proba.argmax(1) == y
+        query = self._query_mask(self.scenario.query, c)
+
+        # 5. collective perturbation of the reports that train the next model
+        recorded = np.where(c.record >= 0, c.record, y)
+        X_train, y_train, train_rows = self._training_rows(X_rep, recorded, favourable)
+        participants_all = np.zeros(len(X_train), bool)
+        costs = []
+        collectives: dict[str, dict[str, Any]] = {}
+        for s in self.strategies:
+            if s.stage != "training":
+                continue
+            rows_group = c.group[train_rows]
+            eligible = s.select(rows_group, y_train, self.group_labels) & ~participants_all
+            if s.spec.decisions == "favourable":
+                eligible &= favourable[train_rows]
+            elif s.spec.decisions == "unfavourable":
+                eligible &= ~favourable[train_rows]
+            joined = recruit(
+                s.spec.graph, s.spec.participation, eligible, rows_group, self.group_labels, rng
+            )
+            qspec = s.spec.query or self.scenario.query
+            qmask = self._query_mask(qspec, c)
+            action = actions.get(s.population, default)
+            delta = s.act(learner, X_train, y_train, joined, c.X[qmask], qspec.goal, action=action)
+            X_train = X_train + delta
+            participants_all |= joined
+            own_cost = np.asarray(s.action_set.cost(delta[joined])) if joined.any() else None
+            if own_cost is not None:
+                costs.append(own_cost)
+            collectives[s.population] = {
+                "participants": int(joined.sum()),
+                "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
+                "query": (qmask, qspec.goal),
+            }
+        all_costs = np.concatenate(costs) if costs else np.zeros(0)
+        collective_cost = float(all_costs.mean()) if all_costs.size else 0.0
+
+        # 6. update, persistent consequences, next cohort
+        model_shift = float(np.linalg.norm(learner.param_vector() - self._theta0))
+        pare_now = dict(self._pare)
+        if pare_now:
+            pare_now["has_recourse_rate"] = self._has_recourse_rate(c.X)
+        if len(X_train):
+            learner.update(X_train, y_train)
+        self.world.after_round(c, X_true, favourable, y)
+        # The next cohort is drawn before the query's success is measured so that a PARE
+        # threshold can be recalibrated for the updated model first (the success is the
+        # next round's, at the next round's threshold); nothing in between draws randomness.
+        next_cohort = self.world.draw(rng)
+        if pare_now:
+            self._pare = self._pare_threshold(next_cohort, rng)
+        query_success = self._query_success(c, query)
+        for stats in collectives.values():
+            stats["query_success"] = self._query_success(c, *stats.pop("query"))
+        lam = self.scenario.reward.cost_weight
+        reward = query_success - lam * collective_cost
+
+        record = RoundRecord(
+            round=self._round + 1,
+            group=c.group,
+            query=query,
+            favourable_before=favourable_before,
+            favourable=favourable,
+            tried=tried,
+            cost=cost,
+            true_favourable=y == fav_class,
+            correct=correct,
+            model_shift=model_shift,
+            collective_participants=int(participants_all.sum()),
+            collective_mean_cost=collective_cost,
+            query_success_next=query_success,
+            reward=reward,
+            group_stats=self.world.group_stats(),
+            decision_stats=pare_now,
+        )
+        metrics = round_metrics(record, self.group_labels)
+        G = len(self.group_labels)
+        self._last = {
+            "acceptance": np.array([m["acceptance_rate"] for m in metrics[:G]]),
+            "true_outcome": np.array([m["true_outcome_rate"] for m in metrics[:G]]),
+            "query_acceptance": np.array([metrics[G]["acceptance_rate"]]),
+        }
+        self._last_metrics = metrics
+        self._round += 1
+        self._cohort = next_cohort
+        truncated = self._round >= self.scenario.rounds
+        info = {
+            "round": self._round,
+            "metrics": metrics,
+            "rewards": {
+                "query_success": query_success,
+                "cost": collective_cost,
+                "cost_weight": lam,
+            },
+            "collectives": collectives,
+        }
+        return self._observation(), float(reward), False, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        if not self._last_metrics:
+            return f"{self.scenario.name}: round {self._round} (no round played yet)\n"
+        lines = [f"{self.scenario.name}: round {self._round}/{self.scenario.rounds}"]
+        for m in self._last_metrics:
+            lines.append(
+                f"  {m['group']:>10}: accepted {m['acceptance_rate']:.3f}  "
+                f"true outcome {m['true_outcome_rate']:.3f}  seekers {m['n_seekers']}"
+            )
+        return "\n".join(lines) + "\n"
+
+    # -- one round's pieces ----------------------------------------------------------------
+    def _decide(self, proba: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """Favourable decisions (bool) from class probabilities under the decision rule."""
+        rule = self.scenario.decision
+        p = proba[:, self.favourable]
+        if rule.rule == "argmax":
+            return proba.argmax(1) == self.favourable
+        if rule.rule == "capacity":
+            places = round(rule.capacity * len(p))
+            order = np.argsort(-p, kind="stable")
+            out = np.zeros(len(p), bool)
+            out[order[:places]] = True
+            return out
+        if rule.rule == "pare":
+            return p >= self._pare["decision_threshold"]
+        threshold = np.full(len(p), rule.threshold)
+        for g, label in enumerate(self.group_labels):
+            if label in rule.group_thresholds:
+                threshold[group == g] = rule.group_thresholds[label]
+        return p >= threshold
+
+    def _query_mask(self, spec: QuerySpec, c: Cohort) -> np.ndarray:
+        mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
+        if spec.groups is not None:
+            mask &= np.isin(c.group, [self.group_labels.index(g) for g in spec.groups])
+        if spec.labels is not None:
+            mask &= np.isin(c.y0, spec.labels)
+        return mask
+
+    def _training_rows(
+        self, X_rep: np.ndarray, y: np.ndarray, favourable: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows the next update trains on: (X, y, indices into the cohort)."""
+        rule = self.scenario.labels
+        rows = np.arange(len(y))
+        if not rule.selective:
+            return X_rep.copy(), y.copy(), rows
+        if rule.unobserved == "drop":
+            return X_rep[favourable].copy(), y[favourable].copy(), rows[favourable]
+        unfavourable = 0 if self.favourable != 0 else 1
+        return X_rep.copy(), np.where(favourable, y, unfavourable), rows
+
+    def _query_success(self, c: Cohort, query: np.ndarray, goal: int | None = None) -> float:
+        """Share of a query group the current model gives its goal (honest reports);
+        the goal defaults to the scenario query's."""
+        if not query.any():
+            return 0.0
+        proba = self.learner.predict_proba(c.X)
+        goal = self.scenario.query.goal if goal is None else goal
+        if goal == self.favourable:
+            got = self._decide(proba, c.group)
+        else:
+            got = proba.argmax(1) == goal
+        return float(got[query].mean())
+
+    def _observation(self) -> np.ndarray:
+        c = self._cohort
+        assert c is not None
+        proba = self.learner.predict_proba(c.X)
+        favourable = self._decide(proba, c.group)
+        query = self._query_mask(self.scenario.query, c)
+        theta = self.learner.param_vector()
+        params = np.clip(np.sign(theta) * np.log1p(np.abs(theta)), -PARAM_BOUND, PARAM_BOUND)
+        G = len(self.group_labels)
+        pending = np.array(
+            [favourable[c.group == g].mean() if (c.group == g).any() else 0.0 for g in range(G)]
+        )
+        goal = self.scenario.query.goal
+        if query.any():
+            q_stats = [
+                favourable[query].mean(),
+                proba[query, goal].mean(),
+                query.mean(),
+            ]
+            z = (c.X[query].mean(0) - self._feature_mean) / self._feature_scale
+        else:
+            q_stats = [0.0, 0.0, 0.0]
+            z = np.zeros(self.n_features)
+        obs = np.concatenate(
+            [
+                params,
+                pending,
+                self._last["acceptance"],
+                self._last["true_outcome"],
+                q_stats,
+                self._last["query_acceptance"],
+                np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
+                [self._round / self.scenario.rounds],
+            ]
+        ).astype(np.float32)
+        return np.clip(obs, self.observation_space.low, self.observation_space.high)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """The complete episode state: numpy arrays, numbers, strings, nested dicts/lists.
+
+        ``np_random`` holds the bit generator's state (Python ints, up to 128 bits).
+        """
+        if self._cohort is None:
+            raise ResetNeeded("call reset() before get_state()")
+        return {
+            "version": STATE_VERSION,
+            "scenario": self.scenario.name,
+            "round": int(self._round),
+            "np_random": _copy_tree(self.np_random.bit_generator.state),
+            "learner": {k: v.detach().numpy().copy() for k, v in self.learner.state_.items()},
+            "learner_seed": int(self._learner_seed),
+            "theta0": self._theta0.copy(),
+            "cohort": {k: v.copy() for k, v in self._cohort.arrays().items()},
+            "world": _copy_tree(self.world.get_state()),
+            "last": {k: v.copy() for k, v in self._last.items()},
+            "feature_mean": self._feature_mean.copy(),
+            "feature_scale": self._feature_scale.copy(),
+            "pare": dict(self._pare),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state from `get_state` (of an environment of the same scenario)."""
+        import torch
+
+        try:
+            if state["version"] != STATE_VERSION:
+                raise CheckpointError(
+                    f"checkpoint state version {state['version']!r} is not {STATE_VERSION}"
+                )
+            if state["scenario"] != self.scenario.name:
+                raise CheckpointError(
+                    f"checkpoint is of scenario {state['scenario']!r}, "
+                    f"this environment runs {self.scenario.name!r}"
+                )
+            rng_state = _copy_tree(state["np_random"])
+            bit_generator = getattr(np.random, rng_state["bit_generator"])()
+            bit_generator.state = rng_state
+            self.np_random = np.random.Generator(bit_generator)
+            self._learner_seed = int(state["learner_seed"])
+            learner = self._new_learner(random_state=self._learner_seed)
+            learner.state_ = {
+                k: torch.as_tensor(np.array(v, dtype=np.float64))
+                for k, v in state["learner"].items()
+            }
+            learner.classes_ = np.arange(self.n_classes)
+            learner.n_features_in_ = self.n_features
+            self.learner = learner
+            self._theta0 = np.array(state["theta0"], dtype=np.float64)
+            self._round = int(state["round"])
+            self._cohort = Cohort.from_arrays(state["cohort"])
+            self.world.set_state(_copy_tree(state["world"]))
+            self._last = {k: np.array(v, dtype=np.float64) for k, v in state["last"].items()}
+            self._feature_mean = np.array(state["feature_mean"], dtype=np.float64)
+            self._feature_scale = np.array(state["feature_scale"], dtype=np.float64)
+            # (absent from checkpoints of before the pare rule, which had no threshold)
+            self._pare = {k: float(v) for k, v in state.get("pare", {}).items()}
+            if self.scenario.decision.rule == "pare" and not self._pare:
+                raise CheckpointError("checkpoint has no PARE threshold for a pare scenario")
+            self._last_metrics = []
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+def _copy_tree(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _copy_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_copy_tree(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.copy()
+    return obj
+
+
+def _check_classes(scenario: Scenario, n_classes: int) -> None:
+    """Goals and label filters must be classes of the world (0..k-1)."""
+
+    def check(path: str, values: list[int] | None) -> None:
+        for v in values or []:
+            if not 0 <= v < n_classes:
+                raise ConfigError(
+                    f"{scenario.source}: {path}: class {v} out of range; the world has "
+                    f"{n_classes} classes (0..{n_classes - 1})"
+                )
+
+    check("query.goal", [scenario.query.goal])
+    check("query.labels", scenario.query.labels)
+    for name, pop in scenario.populations.items():
+        check(f"populations.{name}.labels", pop.labels)
+        query = getattr(pop, "query", None)
+        if query is not None:
+            check(f"populations.{name}.query.goal", [query.goal])
+            check(f"populations.{name}.query.labels", query.labels)
+
+
+# -- action sets from the scenario ---------------------------------------------------------------
+
+
+def _mask(names: tuple[str, ...], which: list[str] | None) -> np.ndarray:
+    m = np.zeros(len(names), bool)
+    for f in which or []:
+        m[names.index(f)] = True
+    return m
+
+
+def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.ndarray]:
+    """The scenario-wide action set (budget ε = 1) and the causal-feature mask."""
+    f, rules = world.features, scenario.features
+    names = f.names
+    actionable = f.actionable.copy() if rules.actionable is None else _mask(names, rules.actionable)
+    actionable &= ~_mask(names, rules.immutable)
+    inc = (f.increase_only & ~_mask(names, rules.decrease_only)) | _mask(names, rules.increase_only)
+    dec = (f.decrease_only & ~_mask(names, rules.increase_only)) | _mask(names, rules.decrease_only)
+    proxy = f.proxy.copy() if rules.proxy is None else _mask(names, rules.proxy)
+    lower, upper = f.lower.copy(), f.upper.copy()
+    max_change, cost = np.full(len(names), np.inf), np.ones(len(names))
+    for target, given in (
+        (lower, rules.lower),
+        (upper, rules.upper),
+        (max_change, rules.max_change),
+        (cost, rules.cost),
+    ):
+        for name, value in given.items():
+            target[names.index(name)] = value
+    try:
+        aset = ActionSet(
+            n_features=len(names),
+            immutable=np.flatnonzero(~actionable).tolist(),
+            increase_only=np.flatnonzero(inc & actionable).tolist(),
+            decrease_only=np.flatnonzero(dec & actionable).tolist(),
+            lower=lower,
+            upper=upper,
+            max_change=max_change,
+            cost_weights=cost,
+            p=rules.p,
+            epsilon=1.0,
+            feature_names=names,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{scenario.source}: features: {exc}") from None
+    return aset, ~proxy
+
+
+def _population_action_set(base: ActionSet, pop, names: tuple[str, ...], where: str) -> ActionSet:
+    actionable = base.actionable.copy()
+    if pop.actionable is not None:
+        actionable &= _mask(names, pop.actionable)
+    inc, dec = base.increase_mask.copy(), base.decrease_mask.copy()
+    inc = (inc & ~_mask(names, pop.decrease_only)) | _mask(names, pop.increase_only)
+    dec = (dec & ~_mask(names, pop.increase_only)) | _mask(names, pop.decrease_only)
+    try:
+        return base.replace(
+            immutable=np.flatnonzero(~actionable).tolist(),
+            increase_only=np.flatnonzero(inc & actionable).tolist(),
+            decrease_only=np.flatnonzero(dec & actionable).tolist(),
+            epsilon=pop.epsilon,
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None

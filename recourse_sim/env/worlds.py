@@ -1,0 +1,597 @@
+"""Worlds: where each round's people, their true features and their true outcomes come from.
+
+A world draws a cohort (true features, group, the world's own query group and one
+uniform number per person that fixes their outcome noise), computes true outcomes from
+*true* features, and carries whatever persists between rounds (lending's credit scores).
+All randomness comes from the generator passed in (the environment's ``np_random``).
+
+The uniform ``u`` drawn with each person makes outcomes common random numbers: the
+outcome after someone changes a causal feature differs from the outcome without the
+change only through the change, not through fresh noise.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios import CsvWorld, DatasetWorld, FicoWorld, GaussianWorld, SchoolWorld
+
+# TransRisk score s (0-100) -> FICO points 300 + 5.5 s (our linear map of the two scales).
+FICO_MIN, FICO_MAX = 300.0, 850.0
+_FICO_SLOPE = (FICO_MAX - FICO_MIN) / 100.0
+
+
+@dataclass
+class Cohort:
+    """One round's people. Arrays are owned by the cohort (the env copies before changing)."""
+
+    X: np.ndarray  # (n, d) true features at the start of the round (= honest reports)
+    group: np.ndarray  # (n,) int64 group codes (indices into World.group_labels)
+    query: np.ndarray  # (n,) bool: the world's own query group (school: S)
+    u: np.ndarray  # (n,) uniforms fixing each person's outcome noise
+    y0: np.ndarray  # (n,) int64 true outcome if nobody changes anything
+    rows: np.ndarray  # (n,) int64 source rows (tabular) or applicant ids (lending); else arange
+    record: np.ndarray  # (n,) int64 label the institution records for training; -1: the outcome
+
+    _FIELDS = ("X", "group", "query", "u", "y0", "rows", "record")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: getattr(self, k) for k in self._FIELDS}
+
+    @classmethod
+    def from_arrays(cls, a: dict) -> Cohort:
+        return cls(**{k: np.array(a[k], copy=True) for k in cls._FIELDS})
+
+
+@dataclass(frozen=True)
+class FeatureDefaults:
+    """A world's own declaration of its features (a scenario's `features` edits it)."""
+
+    names: tuple[str, ...]
+    actionable: np.ndarray  # (d,) bool
+    increase_only: np.ndarray  # (d,) bool
+    decrease_only: np.ndarray  # (d,) bool
+    proxy: np.ndarray  # (d,) bool: changes are gaming
+    lower: np.ndarray  # (d,) bound on values after a change (-inf: none)
+    upper: np.ndarray  # (d,)
+
+
+class World(ABC):
+    """Base class of the worlds; see the module docstring."""
+
+    features: FeatureDefaults
+    group_labels: tuple[str, ...]  # empty when the world has no groups
+    n_classes: int = 2
+    favourable: int = 1
+
+    def reset(self, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
+        """Start an episode (persistent state, e.g. lending's applicants)."""
+
+    @abstractmethod
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The (X, y) the first model is fit on."""
+
+    @abstractmethod
+    def draw(self, rng: np.random.Generator) -> Cohort:
+        """This round's cohort."""
+
+    @abstractmethod
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        """True outcomes (int64) at true features `X_true`; rows not `changed` keep y0."""
+
+    def after_round(  # noqa: B027 - optional hook
+        self, cohort: Cohort, X_true: np.ndarray, favourable: np.ndarray, y: np.ndarray
+    ) -> None:
+        """Persistent consequences of a round (lending: scores move)."""
+
+    def group_stats(self) -> dict[str, tuple[np.ndarray, float]]:
+        """Extra metrics after a round: name -> (per-group values, value for everyone)."""
+        return {}
+
+    def get_state(self) -> dict:
+        return {}
+
+    def set_state(self, state: dict) -> None:  # noqa: B027 - stateless worlds
+        pass
+
+
+def _categorical(P: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Class drawn from probabilities P (n, k) by inverse CDF at uniforms u."""
+    cdf = np.cumsum(P, axis=1)
+    return np.minimum((cdf < u[:, None]).sum(1), P.shape[1] - 1).astype(np.int64)
+
+
+# -- the school district --------------------------------------------------------------------
+
+
+class School(World):
+    """The OAR paper's district: neighbourhoods N1/N2 are the groups; H1 is favourable."""
+
+    def __init__(self, spec: SchoolWorld):
+        from recourse_sim.data import SCHOOL_FEATURES, school_world, true_success_probability
+
+        self.spec = spec
+        self._school_world = school_world
+        self._p = functools.partial(
+            true_success_probability,
+            threshold=spec.outcome_threshold,
+            sharpness=spec.outcome_sharpness,
+        )
+        d = len(SCHOOL_FEATURES)
+        proxy = np.array([f == "extracurriculars" for f in SCHOOL_FEATURES])
+        lower = np.zeros(d)
+        lower[SCHOOL_FEATURES.index("test_score")] = -np.inf  # SD units, unbounded
+        upper = np.full(d, np.inf)
+        upper[SCHOOL_FEATURES.index("gpa")] = 4.0
+        self.features = FeatureDefaults(
+            names=SCHOOL_FEATURES,
+            actionable=np.ones(d, bool),
+            increase_only=np.zeros(d, bool),
+            decrease_only=np.zeros(d, bool),
+            proxy=proxy,
+            lower=lower,
+            upper=upper,
+        )
+        self.group_labels = ("N1", "N2")
+
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        c = self._school_world(self.spec.history_size, rng, **self.spec.generator_kwargs())
+        return np.array(c.X), np.array(c.y_hist)
+
+    def draw(self, rng: np.random.Generator) -> Cohort:
+        c = self._school_world(self.spec.cohort_size, rng, **self.spec.generator_kwargs())
+        u = rng.random(len(c.X))
+        X = np.array(c.X)
+        if self.spec.training_label == "recorded":
+            record = np.array(c.y_hist, dtype=np.int64)
+        else:
+            record = np.full(len(X), -1, dtype=np.int64)
+        return Cohort(
+            X=X,
+            group=np.array(c.neighbourhood, dtype=np.int64),
+            query=np.array(c.query),
+            u=u,
+            y0=(u < self._p(X)).astype(np.int64),
+            rows=np.arange(len(X)),
+            record=record,
+        )
+
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        y = cohort.y0.copy()
+        if changed.any():
+            y[changed] = (cohort.u[changed] < self._p(X_true[changed])).astype(np.int64)
+        return y
+
+
+# -- FICO lending ---------------------------------------------------------------------------
+
+
+class Lending(World):
+    """Liu et al. (2018) lending: persistent applicants whose scores respond to loans."""
+
+    def __init__(self, spec: FicoWorld):
+        from recourse_sim.data import load_fico
+
+        self.spec = spec
+        self.fico = load_fico()
+        self.group_labels = tuple(spec.groups)
+        if spec.shares is not None:
+            shares = np.asarray(spec.shares, dtype=np.float64)
+        else:
+            shares = np.array([self.fico.group_sizes[g] for g in spec.groups], dtype=np.float64)
+        self.shares = shares / shares.sum()
+        self.features = FeatureDefaults(
+            names=("score",),
+            actionable=np.array([True]),
+            increase_only=np.array([True]),
+            decrease_only=np.array([False]),
+            proxy=np.array([False]),
+            lower=np.array([FICO_MIN]),
+            upper=np.array([FICO_MAX]),
+        )
+        self.group = np.zeros(0, np.int64)
+        self.score = np.zeros(0)
+
+    def _people(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        group = rng.choice(len(self.shares), size=n, p=self.shares).astype(np.int64)
+        score = np.empty(n)
+        for g, name in enumerate(self.group_labels):  # a loop over groups, not people
+            mask = group == g
+            score[mask] = self.fico.sample_scores(name, int(mask.sum()), rng)
+        return group, FICO_MIN + _FICO_SLOPE * score
+
+    def repay_probability(self, group: np.ndarray, score: np.ndarray) -> np.ndarray:
+        p = np.empty(len(score))
+        transrisk = (score - FICO_MIN) / _FICO_SLOPE
+        for g, name in enumerate(self.group_labels):
+            mask = group == g
+            p[mask] = self.fico.repay_probability(name, transrisk[mask])
+        return p
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.group, self.score = self._people(self.spec.n_applicants, rng)
+
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        group, score = self._people(self.spec.history_size, rng)
+        y = (rng.random(len(score)) < self.repay_probability(group, score)).astype(np.int64)
+        return score[:, None], y
+
+    def draw(self, rng: np.random.Generator) -> Cohort:
+        n = len(self.score)
+        u = rng.random(n)
+        X = self.score[:, None].copy()
+        return Cohort(
+            X=X,
+            group=self.group.copy(),
+            query=np.zeros(n, bool),
+            u=u,
+            y0=(u < self.repay_probability(self.group, self.score)).astype(np.int64),
+            rows=np.arange(n),
+            record=np.full(n, -1, dtype=np.int64),
+        )
+
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        y = cohort.y0.copy()
+        if changed.any():
+            p = self.repay_probability(cohort.group[changed], X_true[changed, 0])
+            y[changed] = (cohort.u[changed] < p).astype(np.int64)
+        return y
+
+    def after_round(
+        self, cohort: Cohort, X_true: np.ndarray, favourable: np.ndarray, y: np.ndarray
+    ) -> None:
+        # Real (causal) score changes persist; then a loan moves the score (delayed impact).
+        score = X_true[:, 0].copy()
+        change = np.where(y == 1, self.spec.repay_gain, -self.spec.default_loss)
+        score = np.where(favourable, score + change, score)
+        self.score[cohort.rows] = np.clip(score, FICO_MIN, FICO_MAX)
+
+    def group_stats(self) -> dict[str, tuple[np.ndarray, float]]:
+        counts = np.bincount(self.group, minlength=len(self.group_labels))
+        sums = np.bincount(self.group, weights=self.score, minlength=len(self.group_labels))
+        means = np.divide(sums, counts, out=np.zeros(len(counts)), where=counts > 0)
+        return {"mean_score": (means, float(self.score.mean()))}
+
+    def get_state(self) -> dict:
+        return {"group": self.group.copy(), "score": self.score.copy()}
+
+    def set_state(self, state: dict) -> None:
+        self.group = np.array(state["group"], dtype=np.int64)
+        self.score = np.array(state["score"], dtype=np.float64)
+
+
+# -- tabular data (bundled datasets and user CSV files) ---------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class TabularData:
+    """Rows of a tabular world: features, labels (0..k-1) and groups."""
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    group: np.ndarray  # (n,) int64 codes; zeros when there are no groups
+    group_labels: tuple[str, ...]  # empty when there are no groups
+    n_classes: int
+    favourable: int
+    actionable: np.ndarray = field(repr=False)
+    increase_only: np.ndarray = field(repr=False)
+    decrease_only: np.ndarray = field(repr=False)
+
+
+def _dataset_data(spec: DatasetWorld) -> TabularData:
+    from recourse_sim.data import load
+
+    ds = load(spec.name)
+    k = ds.n_classes
+    if spec.favourable >= k:
+        raise ConfigError(
+            f"world.favourable: class {spec.favourable} out of range for {spec.name!r} "
+            f"({k} classes: {', '.join(ds.class_names)})"
+        )
+    has_groups = ds.group is not None and bool(ds.group_labels)
+    return TabularData(
+        X=np.asarray(ds.X, dtype=np.float64),
+        y=np.asarray(ds.y, dtype=np.int64),
+        feature_names=tuple(ds.feature_names),
+        group=np.asarray(ds.group, dtype=np.int64) if has_groups else np.zeros(len(ds.y), np.int64),
+        group_labels=tuple(ds.group_labels) if has_groups else (),
+        n_classes=k,
+        favourable=spec.favourable,
+        actionable=~np.asarray(ds.immutable, bool),
+        increase_only=np.asarray(ds.increase_only, bool),
+        decrease_only=np.asarray(ds.decrease_only, bool),
+    )
+
+
+def read_csv_world(spec: CsvWorld, source: str = "<scenario>") -> TabularData:
+    """Read and validate a CSV world's file (cached on path, modification time and spec).
+
+    Raises ConfigError naming the file and column for a missing file or column, a
+    missing or non-numeric cell, a bad binary/integer value or a label with one class.
+    """
+    path = spec.path
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        raise ConfigError(f"{source}: world.path: CSV file {path!r} does not exist") from None
+    return _read_csv_cached(path, mtime, spec.model_dump_json(), source)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> TabularData:
+    import pandas as pd
+
+    spec = CsvWorld.model_validate_json(spec_json)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{path}: cannot read CSV ({first})") from None
+
+    def fail(column: str, message: str) -> None:
+        raise ConfigError(f"{path}: column {column!r}: {message}")
+
+    needed = [spec.label, *spec.columns, *([spec.group] if spec.group else [])]
+    for col in needed:
+        if col not in df.columns:
+            fail(col, f"missing (columns in the file: {', '.join(map(str, df.columns))})")
+    if len(df) == 0:
+        raise ConfigError(f"{path}: the CSV file has no rows")
+    for col in needed:
+        blank = df[col].str.strip().isin(["", "NA", "NaN", "nan", "null", "None"])
+        if blank.any():
+            row = int(np.argmax(blank.to_numpy()))
+            fail(col, f"missing value (NaN) in data row {row + 1}")
+    X = np.empty((len(df), len(spec.columns)))
+    for j, (col, kind) in enumerate(spec.columns.items()):
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.argmax(bad))
+            fail(col, f"non-numeric value {df[col].iloc[row]!r} in data row {row + 1}")
+        if kind == "binary" and not np.isin(values, (0.0, 1.0)).all():
+            row = int(np.argmax(~np.isin(values, (0.0, 1.0))))
+            fail(col, f"binary column has value {df[col].iloc[row]!r} in data row {row + 1}")
+        if kind == "integer" and not (values == np.round(values)).all():
+            row = int(np.argmax(values != np.round(values)))
+            fail(col, f"integer column has value {df[col].iloc[row]!r} in data row {row + 1}")
+        X[:, j] = values
+    labels = df[spec.label].str.strip()
+    classes = sorted(labels.unique(), key=_natural_key)
+    if len(classes) < 2:
+        fail(spec.label, f"the label has a single class {classes[0]!r}; need at least two")
+    favourable = str(spec.favourable)
+    matches = [c for c in classes if c == favourable or _same_number(c, favourable)]
+    if not matches:
+        raise ConfigError(
+            f"{path}: world.favourable: label value {spec.favourable!r} does not occur in "
+            f"column {spec.label!r} (values: {', '.join(classes[:10])})"
+        )
+    if len(classes) == 2:
+        # Binary labels: 1 is the favourable value whatever its spelling.
+        y = (labels.to_numpy() == matches[0]).astype(np.int64)
+        n_classes, fav = 2, 1
+    else:
+        index = {c: i for i, c in enumerate(classes)}
+        y = labels.map(index).to_numpy(dtype=np.int64)
+        n_classes, fav = len(classes), index[matches[0]]
+    if spec.group:
+        g = df[spec.group].str.strip()
+        group_labels = tuple(sorted(g.unique(), key=_natural_key))
+        group = g.map({v: i for i, v in enumerate(group_labels)}).to_numpy(dtype=np.int64)
+    else:
+        group_labels, group = (), np.zeros(len(df), np.int64)
+    d = len(spec.columns)
+    return TabularData(
+        X=X,
+        y=y,
+        feature_names=tuple(spec.columns),
+        group=group,
+        group_labels=group_labels,
+        n_classes=n_classes,
+        favourable=fav,
+        actionable=np.zeros(d, bool),
+        increase_only=np.zeros(d, bool),
+        decrease_only=np.zeros(d, bool),
+    )
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _natural_key(v: str) -> tuple:
+    try:
+        return (0, float(v), v)
+    except ValueError:
+        return (1, 0.0, v)
+
+
+_ORACLES: dict[tuple, object] = {}
+_MAX_ORACLES = 8
+
+
+def _fit_oracle(key: tuple, data: TabularData, trees: int, min_leaf: int, seed: int):
+    """A calibrated random forest on every row: P(true outcome | features).
+
+    Cached per world and oracle settings, so environments of one scenario share one
+    oracle (fitting it is the slowest part of building a tabular world).
+    """
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import RandomForestClassifier
+
+    cache_key = (*key, trees, min_leaf, seed)
+    if cache_key not in _ORACLES:
+        forest = RandomForestClassifier(
+            n_estimators=trees, min_samples_leaf=min_leaf, random_state=seed, n_jobs=1
+        )
+        oracle = CalibratedClassifierCV(forest, method="sigmoid", cv=3)
+        oracle.fit(data.X, data.y)
+        if len(_ORACLES) >= _MAX_ORACLES:
+            _ORACLES.pop(next(iter(_ORACLES)))
+        _ORACLES[cache_key] = oracle
+    return _ORACLES[cache_key]
+
+
+class Tabular(World):
+    """Rows of a dataset or CSV file, drawn with replacement each round.
+
+    True outcomes are the row's recorded label (``outcome: label``; feature changes do
+    not move it) or drawn from a calibrated random-forest oracle at the true features
+    (``outcome: oracle``), as in the lending scenarios over German credit and Adult.
+    """
+
+    def __init__(self, spec: DatasetWorld | CsvWorld, source: str = "<scenario>"):
+        self.spec = spec
+        if isinstance(spec, DatasetWorld):
+            self.data = _dataset_data(spec)
+            key: tuple = ("dataset", spec.name)
+        else:
+            self.data = read_csv_world(spec, source)
+            key = ("csv", spec.path, os.stat(spec.path).st_mtime_ns)
+        data = self.data
+        self.n_classes, self.favourable = data.n_classes, data.favourable
+        self.group_labels = data.group_labels
+        self.features = FeatureDefaults(
+            names=data.feature_names,
+            actionable=data.actionable,
+            increase_only=data.increase_only,
+            decrease_only=data.decrease_only,
+            proxy=np.zeros(len(data.feature_names), bool),
+            lower=data.X.min(0),
+            upper=data.X.max(0),
+        )
+        self.oracle = None
+        if spec.outcome == "oracle":
+            o = spec.oracle
+            self.oracle = _fit_oracle(key, data, o.trees, o.min_samples_leaf, o.seed)
+
+    def _outcomes(self, rows: np.ndarray, X: np.ndarray, u: np.ndarray) -> np.ndarray:
+        if self.oracle is None:
+            return self.data.y[rows].copy()
+        return _categorical(self.oracle.predict_proba(X), u)
+
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        rows = rng.integers(len(self.data.y), size=self.spec.history_size)
+        u = rng.random(len(rows))
+        X = self.data.X[rows].copy()
+        return X, self._outcomes(rows, X, u)
+
+    def draw(self, rng: np.random.Generator) -> Cohort:
+        rows = rng.integers(len(self.data.y), size=self.spec.cohort_size)
+        u = rng.random(len(rows))
+        X = self.data.X[rows].copy()
+        return Cohort(
+            X=X,
+            group=self.data.group[rows].copy(),
+            query=np.zeros(len(rows), bool),
+            u=u,
+            y0=self._outcomes(rows, X, u),
+            rows=rows.astype(np.int64),
+            record=np.full(len(rows), -1, dtype=np.int64),
+        )
+
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        y = cohort.y0.copy()
+        if self.oracle is not None and changed.any():
+            y[changed] = _categorical(self.oracle.predict_proba(X_true[changed]), cohort.u[changed])
+        return y
+
+
+# -- Gaussian classes (the coordination toy) ---------------------------------------------------
+
+
+class Gaussian(World):
+    """Gaussian classes (group ``data``) and a query group (group ``query``) each round.
+
+    Labels are fixed by who a person is (class members: their class; query people:
+    ``query_label``): changing features never changes a true outcome.
+    """
+
+    def __init__(self, spec: GaussianWorld):
+        self.spec = spec
+        self.means = np.asarray(spec.means, dtype=np.float64)
+        self.n_classes = len(self.means)
+        d = self.means.shape[1]
+        self.features = FeatureDefaults(
+            names=tuple(f"x{j + 1}" for j in range(d)),
+            actionable=np.ones(d, bool),
+            increase_only=np.zeros(d, bool),
+            decrease_only=np.zeros(d, bool),
+            proxy=np.zeros(d, bool),
+            lower=np.full(d, -np.inf),
+            upper=np.full(d, np.inf),
+        )
+        self.group_labels = ("data", "query")
+
+    def _classes(
+        self, sizes: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        y = np.repeat(np.arange(self.n_classes), sizes)
+        X = self.means[y] + self.spec.sd * rng.standard_normal((len(y), self.means.shape[1]))
+        return X, y.astype(np.int64)
+
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        shares = np.asarray(self.spec.class_sizes, dtype=np.float64)
+        sizes = np.maximum(np.round(shares / shares.sum() * self.spec.history_size), 1)
+        return self._classes(sizes.astype(np.int64), rng)
+
+    def draw(self, rng: np.random.Generator) -> Cohort:
+        X_data, y_data = self._classes(np.asarray(self.spec.class_sizes), rng)
+        m, d = self.spec.query_size, self.means.shape[1]
+        X_query = np.asarray(self.spec.query_mean) + self.spec.query_sd * rng.standard_normal(
+            (m, d)
+        )
+        X = np.vstack([X_data, X_query])
+        n = len(X)
+        is_query = np.arange(n) >= len(X_data)
+        y = np.concatenate([y_data, np.full(m, self.spec.query_label, np.int64)])
+        return Cohort(
+            X=X,
+            group=is_query.astype(np.int64),
+            query=is_query,
+            u=rng.random(n),
+            y0=y,
+            rows=np.arange(n),
+            record=np.full(n, -1, dtype=np.int64),
+        )
+
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        return cohort.y0.copy()
+
+
+def build_world(spec, source: str = "<scenario>") -> World:
+    """The world a scenario's ``world`` block describes."""
+    if isinstance(spec, SchoolWorld):
+        return School(spec)
+    if isinstance(spec, FicoWorld):
+        return Lending(spec)
+    if isinstance(spec, DatasetWorld | CsvWorld):
+        return Tabular(spec, source)
+    if isinstance(spec, GaussianWorld):
+        return Gaussian(spec)
+    raise AssertionError(f"unhandled world {type(spec).__name__}")
+
+
+__all__ = [
+    "Cohort",
+    "FeatureDefaults",
+    "Gaussian",
+    "Lending",
+    "School",
+    "Tabular",
+    "TabularData",
+    "World",
+    "build_world",
+    "read_csv_world",
+]

@@ -1,0 +1,1098 @@
+"""Scenario files: a simulated world described as data, validated on load.
+
+A scenario is a YAML file (read with ``yaml.safe_load`` only: loading never runs code)
+validated by the pydantic model `Scenario`. Unknown keys are rejected; every problem is
+raised as one `ConfigError` whose single-line message names the file, the dotted path
+of the field and the bad value, and suggests the closest valid key for a misspelling.
+
+A scenario declares:
+
+``world``        where people come from: the synthetic school world (``kind: school``),
+                 FICO lending with persistent applicants (``fico``), a bundled dataset
+                 (``dataset``), any CSV file with a label column (``csv``) or Gaussian
+                 classes with a query group (``gaussian``, the coordination toy);
+``features``     which features people can change and how (actionable, monotone, bounds,
+                 cost weights, norm) and which are proxies (changing one is gaming);
+``learner``      the deployed model and its online update rule (optionally recourse-aware:
+                 Ross et al.'s recourse loss, ``recourse_loss_weight``);
+``decision``     how the model's probabilities become decisions (``pare``: a threshold
+                 that guarantees recourse, recomputed each round);
+``labels``       which outcomes the learner observes (selective labels);
+``query``        the group the collectives act for;
+``populations``  who acts and how: ``truthful``, ``individual``, ``collective_oar`` or
+                 ``controlled`` (driven by the environment's action);
+``reward``       the weight of cost in the environment's reward;
+``rounds``       the default number of rounds;
+``multi_agent``  several ``controlled`` populations, each its own agent (only in the
+                 PettingZoo ``recourse_sim.env.multi.RecourseParallelEnv``).
+
+`load_scenario` takes a bundled name (``school_assignment``, see `list_scenarios`) or a
+path, plus overrides as dotted keys (``["learner.update_rule=refit"]``, values parsed as
+YAML) applied before validation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import types
+import typing
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from recourse_sim.errors import ConfigError
+
+__all__ = [
+    "STRATEGIES",
+    "CollectiveOarPopulation",
+    "ControlledPopulation",
+    "CsvWorld",
+    "DatasetWorld",
+    "DecisionRule",
+    "FeatureRules",
+    "FicoWorld",
+    "GaussianWorld",
+    "IndividualPopulation",
+    "LabelRule",
+    "LearnerSpec",
+    "PareSpec",
+    "QuerySpec",
+    "RewardSpec",
+    "Scenario",
+    "SchoolWorld",
+    "SocialGraphSpec",
+    "TruthfulPopulation",
+    "cohort_size",
+    "list_scenarios",
+    "load_scenario",
+    "pare_min_calibration",
+    "scenario_path",
+]
+
+STRATEGIES: tuple[str, ...] = ("truthful", "individual", "collective_oar", "controlled")
+"""Population strategies a scenario may name (the registry in `agents` implements them)."""
+
+DATASETS = ("adult", "compas", "german", "iris", "digits")
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# -- worlds --------------------------------------------------------------------------------
+
+
+class OracleSpec(_Model):
+    """The outcome oracle of tabular worlds: a calibrated random forest fit on all rows."""
+
+    trees: PositiveInt = 100  # number of trees in the forest
+    min_samples_leaf: PositiveInt = 5  # smallest leaf (rows); larger = smoother probabilities
+    seed: int = 0  # random_state of the forest (the oracle is part of the world, not the episode)
+
+
+class SchoolWorld(_Model):
+    """The OAR paper's school district (`recourse_sim.data.school_world`), a new cohort a year.
+
+    The first model is fit on `history_size` students labelled by the biased historical
+    admission rule (``y_hist``). Every year the district retrains on the success it
+    *records* (``training_label: recorded``): a record that, like the history, credits
+    extracurricular activities (the cohort's ``y_hist``, computed from the features at
+    the start of the year), so the proxy keeps its grip unless someone acts; or on the
+    true outcome (``true_outcome``: thriving in H1, causal features only). The other
+    fields are `school_world`'s keyword arguments.
+    """
+
+    kind: Literal["school"]
+    # what the district retrains on: its success record, or the true outcome
+    training_label: Literal["recorded", "true_outcome"] = "recorded"
+    cohort_size: PositiveInt = 2000  # 8th graders assigned each round (students)
+    history_size: PositiveInt = 5000  # historical records the first model is fit on (students)
+    frac_n2: Probability = 0.5  # probability that a student lives in N2
+    ability_gap: float = 0.0  # mean ability of N1 minus N2 (ability SD units)
+    extracurricular_rate_n1: NonNegative = 3.0  # mean activities per N1 student (count)
+    extracurricular_rate_n2: NonNegative = 1.0  # mean activities per N2 student (count)
+    h1_capacity: Probability = 0.4  # share historically admitted to H1 (labels of the history)
+    proxy_weight: float = 1.5  # weight of standardised extracurriculars in historical admission
+    admission_noise: NonNegative = 0.5  # SD of the historical admission noise (merit units)
+    query_quantile: Probability = 0.75  # S = N2 students above this cohort merit quantile
+    outcome_threshold: float = 0.0  # merit at which the true outcome is a coin flip
+    outcome_sharpness: Positive = 2.0  # slope of the true-outcome logistic (per merit unit)
+
+    def generator_kwargs(self) -> dict[str, float]:
+        """The keyword arguments of `school_world` (everything but kind and sizes)."""
+        return self.model_dump(exclude={"kind", "cohort_size", "history_size", "training_label"})
+
+
+class FicoWorld(_Model):
+    """Liu et al. (2018) delayed-impact lending on the FICO TransRisk data.
+
+    Persistent applicants keep a credit score (FICO points, 300-850; the data's
+    TransRisk score s in 0-100 maps to 300 + 5.5 s). Every round each applicant applies;
+    an approved loan is repaid with the group's repayment probability at that score,
+    moving the score by +repay_gain, or defaults, moving it by -default_loss (clipped).
+    """
+
+    kind: Literal["fico"]
+    groups: list[str] = ["white", "black"]  # FICO groups in the population
+    shares: list[Probability] | None = None  # population share per group (default: FICO sizes)
+    n_applicants: PositiveInt = 2000  # persistent applicants (people)
+    history_size: PositiveInt = 2000  # past applicants with observed outcomes fitting model 0
+    repay_gain: NonNegative = 75.0  # score change on repayment (FICO points)
+    default_loss: NonNegative = 150.0  # score drop on default (FICO points)
+
+    @field_validator("groups")
+    @classmethod
+    def _some_groups(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("needs at least one group")
+        return v
+
+    @field_validator("shares")
+    @classmethod
+    def _shares_match(cls, v: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        groups = info.data.get("groups")
+        if v is not None and groups is not None:
+            if len(v) != len(groups):
+                raise ValueError(f"{len(v)} shares for {len(groups)} groups")
+            if not math.isclose(sum(v), 1.0, abs_tol=1e-6):
+                raise ValueError(f"shares must sum to 1, they sum to {sum(v):g}")
+        return v
+
+
+class DatasetWorld(_Model):
+    """Rows of a bundled dataset (`recourse_sim.data.load`), a fresh sample each round."""
+
+    kind: Literal["dataset"]
+    name: Literal["adult", "compas", "german", "iris", "digits"]  # bundled dataset
+    cohort_size: PositiveInt = 500  # rows drawn (with replacement) each round (people)
+    history_size: PositiveInt = 1000  # rows the first model is fit on (people)
+    # true outcome: drawn from the oracle at the true features, or the row's own label
+    outcome: Literal["oracle", "label"] = "oracle"
+    oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
+    favourable: int = Field(1, ge=0)  # class index of the favourable outcome
+
+
+ColumnType = Literal["numeric", "integer", "binary"]
+
+
+class CsvWorld(_Model):
+    """Any CSV file with a label column: a fresh sample of its rows each round."""
+
+    kind: Literal["csv"]
+    path: str  # CSV file, relative to the scenario file
+    label: str  # label column
+    favourable: str | int | float = 1  # label value meaning the favourable outcome
+    columns: dict[str, ColumnType]  # feature columns and their types
+    group: str | None = None  # column holding each row's group (None: one group "all")
+    cohort_size: PositiveInt = 500  # rows drawn (with replacement) each round (people)
+    history_size: PositiveInt = 1000  # rows the first model is fit on (people)
+    # true outcome: drawn from the oracle at the true features, or the row's own label
+    outcome: Literal["oracle", "label"] = "oracle"
+    oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
+
+    @field_validator("columns")
+    @classmethod
+    def _some_columns(cls, v: dict[str, str]) -> dict[str, str]:
+        if not v:
+            raise ValueError("needs at least one feature column")
+        return v
+
+
+class GaussianWorld(_Model):
+    """A small synthetic world: Gaussian classes and a query group near the boundary.
+
+    Every round ``class_sizes[c]`` people of class c (group ``data``) are drawn from
+    N(means[c], sd² I) and ``query_size`` people (group ``query``, the world's own query
+    group, recorded with class ``query_label``) from N(query_mean, query_sd² I). A
+    person's class never changes (features do not move true outcomes). Made for the
+    coordination problem whose optimal collective action is known in closed form
+    (``coordination_toy``: nearest centroid, two classes).
+    """
+
+    kind: Literal["gaussian"]
+    means: list[list[float]]  # class means, one row of d features per class (feature units)
+    sd: Positive = 1.0  # within-class standard deviation (feature units, every feature)
+    class_sizes: list[PositiveInt]  # people of each class per round (group "data")
+    history_size: PositiveInt = 200  # rows the first model is fit on (class shares as above)
+    query_mean: list[float]  # centre of the query group (feature units)
+    query_sd: NonNegative = 0.0  # spread of the query group around its centre (feature units)
+    query_size: PositiveInt = 1  # people in the query group per round (group "query")
+    query_label: int = Field(0, ge=0)  # the class the query people are recorded with
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> GaussianWorld:
+        if len(self.means) < 2:
+            raise ValueError(f"means needs at least two classes, got {len(self.means)}")
+        d = len(self.means[0])
+        if d == 0 or any(len(m) != d for m in self.means):
+            raise ValueError("every row of means needs the same number (>= 1) of features")
+        if len(self.class_sizes) != len(self.means):
+            raise ValueError(
+                f"{len(self.class_sizes)} class_sizes for {len(self.means)} classes (means)"
+            )
+        if len(self.query_mean) != d:
+            raise ValueError(f"query_mean has {len(self.query_mean)} features, means have {d}")
+        if self.query_label >= len(self.means):
+            raise ValueError(
+                f"query_label {self.query_label} is not a class 0..{len(self.means) - 1}"
+            )
+        return self
+
+
+World = Annotated[
+    Union[SchoolWorld, FicoWorld, DatasetWorld, CsvWorld, GaussianWorld],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+
+
+# -- features, learner, decisions -------------------------------------------------------
+
+
+class FeatureRules(_Model):
+    """How people can change their features, on top of the world's own declaration.
+
+    Names are the world's feature names. `actionable` replaces the world's list of
+    changeable features; `immutable` removes features from it (a name in both is an
+    error). A *proxy* feature's change is gaming: the true outcome ignores it.
+    """
+
+    actionable: list[str] | None = None  # features people can change (None: world default)
+    immutable: list[str] = []  # features that never change
+    increase_only: list[str] = []  # features that can only go up
+    decrease_only: list[str] = []  # features that can only go down
+    proxy: list[str] | None = None  # features whose changes are gaming (None: world default)
+    lower: dict[str, float] = {}  # lower bound on a feature's value after a change (its unit)
+    upper: dict[str, float] = {}  # upper bound on a feature's value after a change (its unit)
+    max_change: dict[str, NonNegative] = {}  # largest |change| of a feature per round (its unit)
+    cost: dict[str, NonNegative] = {}  # cost weight per unit of change (default 1)
+    p: float = 2.0  # norm of the cost, 1, 2 or inf
+
+    @field_validator("p")
+    @classmethod
+    def _norm(cls, v: float) -> float:
+        if v not in (1.0, 2.0, math.inf):
+            raise ValueError("p must be 1, 2 or inf")
+        return v
+
+    @model_validator(mode="after")
+    def _no_contradictions(self) -> FeatureRules:
+        _disjoint(self.actionable or [], self.immutable, "actionable", "immutable")
+        _disjoint(self.increase_only, self.decrease_only, "increase_only", "decrease_only")
+        return self
+
+
+def _disjoint(a: list[str], b: list[str], name_a: str, name_b: str) -> None:
+    both = [f for f in a if f in b]
+    if both:
+        raise ValueError(f"feature {both[0]!r} is listed both in {name_a} and in {name_b}")
+
+
+_RECOURSE_TRAINING_KEYS = ("recourse_loss_weight", "action_set", "recourse_goal")
+"""Learner parameters the environment sets from `LearnerSpec`'s recourse fields."""
+
+
+class LearnerSpec(_Model):
+    """The deployed model (`recourse_sim.learners.make_learner`) and its update rule."""
+
+    type: str = "logistic_regression"  # learner name (see recourse_sim.learners.LEARNERS)
+    update_rule: Literal["refit", "window", "sgd"] = "window"  # online update rule
+    window: PositiveInt | None = 1  # rounds remembered by the window rule (None otherwise)
+    # features standardised once, on the first model's data (None: yes, if the learner can)
+    standardize: bool | None = None
+    params: dict[str, Any] = {}  # other hyperparameters of the learner (e.g. C, epochs, lr)
+    # lambda of Ross et al.'s recourse loss, lambda * loss(g(x + delta*), goal) (0: plain training)
+    recourse_loss_weight: NonNegative = 0.0
+    # budget of delta* (cost units; None: the individual populations' largest budget, else 1)
+    recourse_budget: Positive | None = None
+
+    def learner_params(self, accepted: typing.Iterable[str]) -> dict[str, Any]:
+        """Keyword arguments of `make_learner` besides the update rule: ``params`` plus
+        ``standardize`` when the learner takes it (`accepted`: its parameter names).
+
+        Raises ValueError when ``standardize`` is set twice or set true for a learner
+        without standardisation.
+        """
+        params = dict(self.params)
+        if "standardize" in params:
+            raise ValueError("set learner.standardize, not learner.params.standardize")
+        if "standardize" in accepted:
+            params["standardize"] = True if self.standardize is None else self.standardize
+        elif self.standardize:
+            raise ValueError(
+                f"learner {self.type!r} has no standardize option (it learns on raw features)"
+            )
+        return params
+
+    @field_validator("params")
+    @classmethod
+    def _no_recourse_params(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # the environment builds these from the scenario (the action set is not YAML)
+        for key in _RECOURSE_TRAINING_KEYS:
+            if key in v:
+                raise ValueError(
+                    f"{key} is set by the environment; use learner.recourse_loss_weight "
+                    "(and learner.recourse_budget)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _window_only_for_window_rule(self) -> LearnerSpec:
+        if self.update_rule != "window":
+            self.window = None
+        elif self.window is None:
+            raise ValueError("update_rule 'window' needs window (rounds)")
+        return self
+
+
+def pare_min_calibration(epsilon: float, alpha: float) -> int:
+    """The fewest calibration rows n for which the PARE bound certifies any threshold:
+    (1 - epsilon)^n <= alpha, i.e. n >= log(alpha) / log(1 - epsilon)."""
+    return math.ceil(math.log(alpha) / math.log1p(-epsilon) - 1e-12)
+
+
+class PareSpec(_Model):
+    """Ross et al.'s PARE threshold (section 3.3), recomputed by the bank every round.
+
+    Each round the bank scores a calibration sample of honest reports (features only, no
+    outcomes) by s(x) = max(g(x), g(x + delta*)), delta* the linear recourse within its
+    action set and `budget`, and takes Park et al.'s PAC bound tau: with probability
+    >= 1 - alpha over the sample, at most a share epsilon of applicants lacks recourse at
+    any threshold <= tau. It deploys min(decision.threshold, tau): its usual threshold,
+    lowered only as far as the guarantee needs.
+
+    ``calibration``: ``fresh`` - an independent draw of applicants from the world, the
+    same size as a cohort (i.i.d. with the cohort and independent of the model's training
+    rows: Park et al.'s setting; a world of persistent applicants, lending_fico, draws
+    the same people again); ``cohort`` - the applicants about to be decided (the bank
+    sees their reports before deciding; at most a share epsilon of *them* lacks recourse,
+    deterministically).
+    """
+
+    epsilon: float = 0.05  # largest share of applicants allowed to lack recourse, in (0, 1)
+    alpha: float = 0.05  # probability that the calibration draw breaks the guarantee, in (0, 1)
+    calibration: Literal["fresh", "cohort"] = "fresh"  # whose honest reports calibrate
+    # budget of the recourse the bank certifies (cost units; None: as learner.recourse_budget)
+    budget: Positive | None = None
+
+    @field_validator("epsilon", "alpha")
+    @classmethod
+    def _open_unit(cls, v: float) -> float:
+        if not (math.isfinite(v) and 0.0 < v < 1.0):
+            raise ValueError("must be a number strictly between 0 and 1")
+        return v
+
+
+class DecisionRule(_Model):
+    """How the learner's P(favourable) becomes each person's decision."""
+
+    # decision rule (pare: threshold lowered each round to guarantee recourse, see PareSpec)
+    rule: Literal["threshold", "capacity", "argmax", "pare"] = "threshold"
+    threshold: Probability = 0.5  # threshold rule: favourable when P(favourable) >= this
+    group_thresholds: dict[str, Probability] = {}  # per-group thresholds (override threshold)
+    capacity: Probability = 0.5  # capacity rule: share of each cohort given the favourable decision
+    pare: PareSpec = PareSpec()  # pare rule: the guarantee and its calibration
+
+    @model_validator(mode="after")
+    def _pare_alone(self) -> DecisionRule:
+        if self.rule == "pare" and self.group_thresholds:
+            raise ValueError(
+                "rule 'pare' certifies one threshold for everyone; remove group_thresholds"
+            )
+        return self
+
+
+class LabelRule(_Model):
+    """Which outcomes the learner is retrained on."""
+
+    selective: bool = False  # the outcome is observed only after a favourable decision
+    unobserved: Literal["drop", "unfavourable"] = "drop"  # the others: no row / unfavourable label
+
+
+class QuerySpec(_Model):
+    """The query group: the people a collective acts for (and the env's reward counts)."""
+
+    world: bool = False  # restrict to the world's own query group (school: S)
+    groups: list[str] | None = None  # restrict to these groups (None: every group)
+    labels: list[int] | None = None  # restrict to these true outcomes (None: any)
+    goal: int = Field(1, ge=0)  # the class the query group wants
+
+    @field_validator("groups", "labels")
+    @classmethod
+    def _not_empty(cls, v: list | None, info: ValidationInfo) -> list | None:
+        return _nonempty_restriction(v, info)
+
+
+class RewardSpec(_Model):
+    """Reward = query group's favourable rate - cost_weight * mean collective cost."""
+
+    cost_weight: NonNegative = 0.1  # lambda: reward per unit of mean perturbation cost
+
+
+# -- populations ---------------------------------------------------------------------------
+
+
+class SocialGraphSpec(_Model):
+    """Who hears a collective's plan: a social graph over its eligible members.
+
+    ``complete``: everyone eligible hears it. ``sbm``: a stochastic block model over the
+    members with blocks = groups, then an independent cascade from seed members.
+    ``networkx``: any networkx generator ``generator(n, **params, seed=...)``.
+    """
+
+    kind: Literal["complete", "sbm", "networkx"] = "complete"  # graph family
+    mean_degree: Positive = 8.0  # sbm: expected contacts per member
+    homophily: Probability = 0.8  # sbm: expected share of a member's contacts in its own group
+    generator: str | None = None  # networkx: generator name, e.g. watts_strogatz_graph
+    params: dict[str, Any] = {}  # networkx: generator arguments besides n and seed
+    seed_fraction: Probability = 0.05  # share of eligible members who start with the plan
+    seed_groups: list[str] | None = None  # organisers come from these groups (None: any)
+    spread: Probability = 0.3  # cascade: probability that a contact passes the plan on
+
+    @model_validator(mode="after")
+    def _generator_given(self) -> SocialGraphSpec:
+        if self.kind == "networkx" and not self.generator:
+            raise ValueError("kind 'networkx' needs generator (a networkx generator name)")
+        return self
+
+
+class _Population(_Model):
+    groups: list[str] | None = None  # eligible groups (None: every group)
+    # eligible labels (individuals: their true outcome; collectives: their training label)
+    labels: list[int] | None = None
+    participation: Probability = 1.0  # alpha: share of the eligible (and reached) who act
+    epsilon: NonNegative = 1.0  # budget: largest cost of one person's change (cost units)
+    actionable: list[str] | None = None  # restrict changes to these features (None: all actionable)
+    increase_only: list[str] = []  # extra monotonicity for this population
+    decrease_only: list[str] = []  # extra monotonicity for this population
+
+    @field_validator("groups", "labels")
+    @classmethod
+    def _not_empty(cls, v: list | None, info: ValidationInfo) -> list | None:
+        return _nonempty_restriction(v, info)
+
+
+def _nonempty_restriction(v: list | None, info: ValidationInfo) -> list | None:
+    """An empty restriction list selects nobody; None (omitted) selects everyone."""
+    if v is not None and not v:
+        raise ValueError(
+            f"an empty {info.field_name} list selects nobody; "
+            f"omit {info.field_name} to include every {info.field_name[:-1]}"
+        )
+    return v
+
+
+class TruthfulPopulation(_Population):
+    """Reports truthfully and never seeks recourse (the default for everyone)."""
+
+    strategy: Literal["truthful"]
+
+
+class IndividualPopulation(_Population):
+    """People who got the unfavourable decision change their own features (OAR Eq. 2)."""
+
+    strategy: Literal["individual"]
+    method: Literal["pgd", "wachter", "linear"] = "pgd"  # individual recourse method
+    steps: PositiveInt = 20  # gradient steps (pgd, wachter)
+
+
+class _Collective(_Population):
+    # eligible by this round's decision
+    decisions: Literal["any", "favourable", "unfavourable"] = "any"
+    graph: SocialGraphSpec = SocialGraphSpec()  # who hears the plan
+    query: QuerySpec | None = None  # whom it acts for (None: the scenario's query)
+
+
+class CollectiveOarPopulation(_Collective):
+    """Training-data subjects perturbing their reports by OAR (Eq. 3) for the query group."""
+
+    strategy: Literal["collective_oar"]
+    horizon: PositiveInt = 1  # look-ahead: rounds of updates the plan is optimised over
+    steps: PositiveInt = 10  # projected-gradient steps of the OAR solver
+    solver: Literal["pgd", "fgm"] = "pgd"  # OAR solver (fgm: the paper's one-step heuristic)
+
+
+class ControlledPopulation(_Collective):
+    """Training-data subjects applying the environment's action (a shared direction per class)."""
+
+    strategy: Literal["controlled"]
+
+
+Population = Annotated[
+    Union[  # noqa: UP007 (discriminated)
+        TruthfulPopulation, IndividualPopulation, CollectiveOarPopulation, ControlledPopulation
+    ],
+    Field(discriminator="strategy"),
+]
+
+
+# -- the scenario ----------------------------------------------------------------------------
+
+
+class Scenario(_Model):
+    """A validated scenario (see the module docstring for the meaning of each block)."""
+
+    name: str  # scenario name (defaults to the file name)
+    description: str = ""  # one paragraph for humans
+    rounds: PositiveInt = 50  # default number of rounds of an episode
+    world: World  # where people come from
+    features: FeatureRules = FeatureRules()  # who can change what
+    learner: LearnerSpec = LearnerSpec()  # the deployed model
+    decision: DecisionRule = DecisionRule()  # probabilities -> decisions
+    labels: LabelRule = LabelRule()  # which outcomes the learner sees
+    query: QuerySpec = QuerySpec()  # the group collectives act for
+    populations: dict[str, Population] = {}  # who acts, by name
+    reward: RewardSpec = RewardSpec()  # the environment's reward
+    # several controlled populations, each its own agent (PettingZoo ParallelEnv only)
+    multi_agent: bool = False
+
+    _source: str = PrivateAttr(default="<dict>")
+
+    @property
+    def source(self) -> str:
+        """The file this scenario was loaded from (or ``<dict>``)."""
+        return self._source
+
+    @model_validator(mode="after")
+    def _one_controlled(self) -> Scenario:
+        controlled = self.controlled_populations
+        if len(controlled) > 1 and not self.multi_agent:
+            raise ValueError(
+                f"at most one controlled population per environment, got {controlled} "
+                "(set multi_agent: true to make each its own agent in the PettingZoo "
+                "ParallelEnv recourse_sim.env.multi.RecourseParallelEnv)"
+            )
+        return self
+
+    @property
+    def controlled(self) -> str | None:
+        """Name of the population the environment's action drives (None if there is none).
+
+        A `RecourseEnv` has at most one; with ``multi_agent: true`` the PettingZoo
+        `RecourseParallelEnv` drives each of several as its own agent.
+        """
+        return next((k for k, p in self.populations.items() if p.strategy == "controlled"), None)
+
+    @property
+    def controlled_populations(self) -> list[str]:
+        """Names of every controlled population, in scenario order."""
+        return [k for k, p in self.populations.items() if p.strategy == "controlled"]
+
+    def to_yaml(self) -> str:
+        """The resolved scenario as YAML; `load_scenario` reads it back to an equal scenario."""
+        return yaml.safe_dump(self.model_dump(mode="python"), sort_keys=False, allow_unicode=True)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def _bundled_dir() -> Path | None:
+    """The folder of bundled scenarios: package data when installed, ``scenarios/`` in a
+    source checkout (an editable install)."""
+    installed = files("recourse_sim") / "_bundled_scenarios"
+    if installed.is_dir():
+        return Path(str(installed))
+    checkout = Path(__file__).resolve().parent.parent / "scenarios"
+    if (checkout / "school_assignment.yaml").is_file():
+        return checkout
+    return None
+
+
+def list_scenarios() -> list[str]:
+    """Names of the bundled scenarios, sorted."""
+    folder = _bundled_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
+
+
+def scenario_path(path_or_name: str | Path) -> Path:
+    """The file of a bundled scenario name, or the given path (must exist)."""
+    p = Path(path_or_name)
+    if p.suffix in (".yaml", ".yml") or p.exists() or len(p.parts) > 1:
+        if not p.is_file():
+            raise ConfigError(f"scenario file {str(p)!r} does not exist")
+        return p
+    folder = _bundled_dir()
+    if folder is not None and (folder / f"{p.name}.yaml").is_file():
+        return folder / f"{p.name}.yaml"
+    names = list_scenarios()
+    close = difflib.get_close_matches(str(path_or_name), names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(
+        f"unknown scenario {str(path_or_name)!r}{hint} (bundled: {', '.join(names)}; "
+        "or give a path to a .yaml file)"
+    )
+
+
+def load_scenario(
+    path_or_name: str | Path | dict,
+    overrides: dict[str, object] | list[str] | None = None,
+) -> Scenario:
+    """Load, override and validate a scenario.
+
+    Parameters
+    ----------
+    path_or_name: a bundled scenario name (see `list_scenarios`), a path to a YAML
+        file, or an already-parsed mapping (relative CSV paths then resolve against the
+        working directory).
+    overrides: dotted keys set before validation, as ``{"learner.type": "mlp"}`` or
+        ``["learner.type=mlp", "rounds=20"]`` (the value after ``=`` is parsed as YAML).
+
+    Raises ConfigError (one line: file, dotted field, bad value) on any problem.
+    """
+    try:
+        return _load_scenario(path_or_name, overrides)
+    except ConfigError as exc:
+        message = str(exc)
+        if any(c in message for c in "\n\r"):  # a key or file name with a line break
+            one_line = message.replace("\r", "\\r").replace("\n", "\\n")
+            raise type(exc)(one_line) from None
+        raise
+
+
+def _load_scenario(
+    path_or_name: str | Path | dict,
+    overrides: dict[str, object] | list[str] | None,
+) -> Scenario:
+    if isinstance(path_or_name, dict):
+        source, base_dir, data = "<dict>", Path.cwd(), _deepcopy(path_or_name)
+        default_name = "custom"
+    else:
+        path = scenario_path(path_or_name)
+        source, base_dir, default_name = str(path), path.resolve().parent, path.stem
+        data = _read_yaml(path)
+    for key, value in _parse_overrides(overrides):
+        _set_dotted(data, key, value, source)
+    data.setdefault("name", default_name)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, data, source)) from None
+    scenario._source = source
+    _check_semantics(scenario, data, source, base_dir)
+    return scenario
+
+
+def _deepcopy(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _deepcopy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_deepcopy(v) for v in obj]
+    return obj
+
+
+class _StrictSafeLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that also refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: SafeLoader reports it below
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _safe_load(text: str) -> Any:
+    return yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader: never constructs objects
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    prefix = "could not determine a constructor for the tag "
+    if problem.startswith(prefix):
+        tag = problem[len(prefix) :].strip("'").replace("tag:yaml.org,2002:", "!!")
+        return f"tag {tag!r} is not allowed (scenario files hold plain data, never objects)"
+    return problem
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read scenario file ({exc})") from None
+    try:
+        data = _safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {_yaml_problem(exc)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a scenario must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _parse_overrides(overrides: dict[str, object] | list[str] | None) -> list[tuple[str, Any]]:
+    if overrides is None:
+        return []
+    if isinstance(overrides, dict):
+        return list(overrides.items())
+    parsed = []
+    for item in overrides:
+        key, sep, text = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigError(f"override {item!r}: value {text!r} is not valid YAML") from None
+        parsed.append((key.strip(), value))
+    return parsed
+
+
+def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ConfigError(f"override key {key!r} has an empty component")
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            node = node[_index(part, node, where)]
+            continue
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict | list):
+            raise ConfigError(f"{source}: override {key}: {where} is {child!r}, not a mapping")
+        node = child
+    last = parts[-1]
+    if isinstance(node, list):
+        node[_index(last, node, key)] = value
+    else:
+        node[last] = value
+
+
+def _index(part: str, node: list, where: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"override {where}: {part!r} is not an index of a list of {len(node)}")
+    return int(part)
+
+
+# -- error messages --------------------------------------------------------------------------
+
+
+def _format_error(exc: ValidationError, data: dict, source: str) -> str:
+    errors = exc.errors()
+    err = errors[0]
+    path, value, found = _locate(data, err["loc"])
+    dotted = ".".join(_show_part(p) for p in path) or "<top level>"
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
+    )
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        valid = _valid_keys(err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listing = f" (valid keys: {', '.join(valid)})" if valid else ""
+        return f"{source}: {dotted}: unknown key{hint}{listing}{more}"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        ctx = err.get("ctx", {})
+        tag_name = str(ctx.get("discriminator", "")).strip("'")
+        tags = ctx.get("expected_tags") or ", ".join(
+            repr(t) for t in _union_tags(err["loc"], tag_name or "kind")
+        )
+        dotted_tag = f"{dotted}.{tag_name}" if tag_name else dotted
+        what = "strategy" if tag_name == "strategy" else tag_name or "kind"
+        if kind == "union_tag_not_found":
+            return f"{source}: {dotted_tag}: missing; choose a {what}: {tags}{more}"
+        bad = ctx.get("tag")
+        valid = [t.strip().strip("'") for t in str(tags).split(",")]
+        close = difflib.get_close_matches(str(bad), valid, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        listing = f" (valid: {', '.join(valid)})"
+        return f"{source}: {dotted_tag}: unknown {what} {bad!r}{hint}{listing}{more}"
+    if kind == "missing":
+        return f"{source}: {dotted}: required field is missing{more}"
+    message = err["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    # the bad value, unless it is a whole block (model-level checks name the culprit)
+    got = f" (got {value!r})" if found and len(repr(value)) <= 120 else ""
+    return f"{source}: {dotted}: {message}{got}{more}"
+
+
+def _show_part(part: Any) -> str:
+    """A path component as text; quoted when it is not a plain word (empty, spaces, dots)."""
+    text = str(part)
+    plain = text and all(c.isalnum() or c in "_-" for c in text)
+    return text if plain else repr(part)
+
+
+def _locate(data: Any, loc: tuple) -> tuple[list, Any, bool]:
+    """Walk the raw input along a pydantic error location; skip union tags."""
+    path: list = []
+    node, found = data, True
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+            path.append(part)
+        elif isinstance(node, dict) and isinstance(part, str) and _is_tag(node, part):
+            continue  # pydantic puts the discriminator's value in the location
+        else:
+            path.append(part)
+            found = False
+    return path, node, found
+
+
+def _is_tag(node: dict, part: str) -> bool:
+    return node.get("kind") == part or node.get("strategy") == part
+
+
+def _valid_keys(loc: tuple) -> list[str]:
+    """The field names of the model at a location (pydantic locations, tags included)."""
+    model: Any = Scenario
+    for part in loc:
+        model = _child_type(model, part)
+        if model is None:
+            return []
+    return list(model.model_fields) if _is_model(model) else []
+
+
+def _union_tags(loc: tuple, tag_field: str) -> list[str]:
+    """The values of `tag_field` that the tagged union at `loc` accepts."""
+    t: Any = Scenario
+    for part in loc:
+        t = _child_type(t, part)
+        if t is None:
+            return []
+    tags: list[str] = []
+    for member in typing.get_args(_strip(t)):
+        field = getattr(_strip(member), "model_fields", {}).get(tag_field)
+        if field is not None:
+            tags.extend(str(a) for a in typing.get_args(field.annotation))
+    return tags
+
+
+def _is_model(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
+
+
+def _child_type(t: Any, part: Any) -> Any:
+    t = _strip(t)
+    if _is_model(t):
+        field = t.model_fields.get(part) if isinstance(part, str) else None
+        return None if field is None else field.annotation
+    origin = typing.get_origin(t)
+    if origin in (Union, types.UnionType):
+        for member in typing.get_args(t):
+            member = _strip(member)
+            if _is_model(member):
+                for tag_field in ("kind", "strategy"):
+                    f = member.model_fields.get(tag_field)
+                    if f is not None and part in typing.get_args(f.annotation):
+                        return member
+        return None
+    if origin is dict:
+        return typing.get_args(t)[1]
+    if origin is list:
+        return typing.get_args(t)[0]
+    return None
+
+
+def _strip(t: Any) -> Any:
+    """Remove Annotated and Optional wrappers."""
+    while True:
+        if typing.get_origin(t) is Annotated:
+            t = typing.get_args(t)[0]
+            continue
+        if typing.get_origin(t) in (Union, types.UnionType):
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            if len(args) == 1:
+                t = args[0]
+                continue
+        return t
+
+
+# -- checks that need the world --------------------------------------------------------------
+
+
+def world_feature_names(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[str, ...]:
+    """The feature names a world produces (loads a bundled dataset if needed; cached)."""
+    if isinstance(world, SchoolWorld):
+        from recourse_sim.data import SCHOOL_FEATURES
+
+        return SCHOOL_FEATURES
+    if isinstance(world, FicoWorld):
+        return ("score",)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        return tuple(load(world.name).feature_names)
+    if isinstance(world, GaussianWorld):
+        return tuple(f"x{j + 1}" for j in range(len(world.means[0])))
+    return tuple(world.columns)
+
+
+def world_group_names(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[str, ...] | None:
+    """The group names of a world (None when they are only known from the CSV's rows)."""
+    if isinstance(world, SchoolWorld):
+        return ("N1", "N2")
+    if isinstance(world, FicoWorld):
+        return tuple(world.groups)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        ds = load(world.name)
+        return tuple(ds.group_labels) if ds.group_labels else ("all",)
+    if isinstance(world, GaussianWorld):
+        return ("data", "query")
+    return None
+
+
+def cohort_size(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[int, str]:
+    """People in one cohort of a world, and the field that sets it."""
+    if isinstance(world, FicoWorld):
+        return world.n_applicants, "world.n_applicants"
+    if isinstance(world, GaussianWorld):
+        return sum(world.class_sizes) + world.query_size, "world.class_sizes + world.query_size"
+    return world.cohort_size, "world.cohort_size"
+
+
+def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path) -> None:
+    """Cross-field checks: feature and group names, learner, CSV contents."""
+
+    def fail(path: str, message: str) -> None:
+        raise ConfigError(f"{source}: {path}: {message}")
+
+    world = scenario.world
+    if isinstance(world, FicoWorld):
+        from recourse_sim.data import FICO_GROUPS
+
+        for i, g in enumerate(world.groups):
+            if g not in FICO_GROUPS:
+                fail(
+                    f"world.groups.{i}",
+                    f"unknown FICO group {g!r} (valid: {', '.join(FICO_GROUPS)})",
+                )
+    if isinstance(world, CsvWorld):
+        resolved = (base_dir / world.path).resolve()
+        world.path = str(resolved)
+        from recourse_sim.env.worlds import read_csv_world
+
+        read_csv_world(world, source)  # validates the file (cached)
+    names = world_feature_names(world)
+
+    def check_names(path: str, values: list[str] | dict | None) -> None:
+        for i, f in enumerate(values or []):
+            if f not in names:
+                close = difflib.get_close_matches(f, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                key = f"{path}.{f}" if isinstance(values, dict) else f"{path}.{i}"
+                fail(key, f"unknown feature {f!r}{hint} (features: {', '.join(names)})")
+
+    rules = scenario.features
+    for field in ("actionable", "immutable", "increase_only", "decrease_only", "proxy"):
+        check_names(f"features.{field}", getattr(rules, field))
+    for field in ("lower", "upper", "max_change", "cost"):
+        check_names(f"features.{field}", getattr(rules, field))
+    for pname, pop in scenario.populations.items():
+        for field in ("actionable", "increase_only", "decrease_only"):
+            check_names(f"populations.{pname}.{field}", getattr(pop, field))
+        both = set(pop.increase_only) & set(pop.decrease_only)
+        if both:
+            fail(
+                f"populations.{pname}",
+                f"feature {sorted(both)[0]!r} is both increase_only and decrease_only",
+            )
+
+    groups = world_group_names(world)
+    if groups is None:
+        from recourse_sim.env.worlds import read_csv_world
+
+        groups = read_csv_world(world, source).group_labels
+
+    def check_groups(path: str, values: list[str] | dict | None) -> None:
+        for i, g in enumerate(values or []):
+            if g not in groups:
+                close = difflib.get_close_matches(str(g), groups, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                key = f"{path}.{g}" if isinstance(values, dict) else f"{path}.{i}"
+                fail(key, f"unknown group {g!r}{hint} (groups: {', '.join(groups)})")
+
+    check_groups("query.groups", scenario.query.groups)
+    check_groups("decision.group_thresholds", scenario.decision.group_thresholds)
+    for pname, pop in scenario.populations.items():
+        check_groups(f"populations.{pname}.groups", pop.groups)
+        if pop.strategy in ("collective_oar", "controlled"):
+            check_groups(f"populations.{pname}.graph.seed_groups", pop.graph.seed_groups)
+            if pop.query is not None:
+                check_groups(f"populations.{pname}.query.groups", pop.query.groups)
+
+    from recourse_sim.learners import LEARNERS, make_learner
+
+    spec = scenario.learner
+    if spec.type not in LEARNERS:
+        close = difflib.get_close_matches(spec.type, list(LEARNERS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        fail("learner.type", f"unknown learner {spec.type!r}{hint} (valid: {', '.join(LEARNERS)})")
+    if spec.recourse_loss_weight > 0:
+        supported = [
+            name
+            for name, cls in LEARNERS.items()
+            if set(_RECOURSE_TRAINING_KEYS) <= set(cls._get_param_names())
+        ]
+        if spec.type not in supported:
+            fail(
+                "learner.recourse_loss_weight",
+                f"learner {spec.type!r} has no recourse-aware training "
+                f"(got {spec.recourse_loss_weight!r}; supported: {', '.join(supported)})",
+            )
+    rule = scenario.decision
+    if rule.rule == "pare":
+        n, where = cohort_size(world)
+        need = pare_min_calibration(rule.pare.epsilon, rule.pare.alpha)
+        if n < need:
+            fail(
+                "decision.pare",
+                f"epsilon={rule.pare.epsilon:g}, alpha={rule.pare.alpha:g} need at least "
+                f"{need} calibration rows ((1 - epsilon)^n <= alpha), but a cohort has {n} "
+                f"({where}); raise it or loosen epsilon/alpha",
+            )
+    try:
+        params = spec.learner_params(LEARNERS[spec.type]._get_param_names())
+    except ValueError as exc:
+        fail("learner.standardize", str(exc))
+    try:
+        # names are checked here; values when the environment fits the learner
+        make_learner(spec.type, update_rule=spec.update_rule, window=spec.window, **params)
+    except ConfigError as exc:
+        fail("learner", str(exc))
+    except TypeError as exc:
+        fail("learner.params", f"{exc} (got {spec.params!r})")

@@ -1,0 +1,536 @@
+"""Run a scenario for R rounds: a tidy metrics table, durable outputs, checkpoints, resume.
+
+`simulate` steps a `recourse_sim.env.RecourseEnv` round by round and collects
+``info["metrics"]`` (one row per group, ``"all"`` included) into a tidy table. With an
+output directory it writes, as the run goes:
+
+``scenario.yaml``
+    The resolved scenario (overrides applied, ``rounds`` set to the rounds of this run),
+    written at the start: ``recourse-sim run DIR/scenario.yaml`` repeats the run.
+``metrics.csv``
+    One row per round × group, appended, flushed and fsynced as each round completes.
+    Columns ``round, group, acceptance_rate, recourse_success_rate, mean_cost,
+    model_accuracy`` first (a cell is empty where the environment gives no value, e.g. a
+    metric that exists only for ``group == "all"``), then the scenario's other metrics in
+    the order the environment first reports them.
+    Floats are written with ``%.10g``, missing values as empty cells, so a seed fixes
+    the file byte for byte.
+``checkpoint/``
+    The environment state after the last completed round (see `recourse_sim.checkpoint`),
+    with the length and SHA-256 of ``metrics.csv`` at that moment.
+``summary.json``
+    Written (atomically) when the run ends: scenario, seed, rounds, the final round's
+    metrics per group, wall time. Its presence means the run finished.
+
+``resume=True`` continues from the checkpoint: ``metrics.csv`` is cut back to exactly the
+rows of the completed rounds (a kill can leave half a line, or a round whose checkpoint
+was never written), the environment state is restored, and the run goes on. Because the
+returned DataFrame is always parsed from the same CSV text, an interrupted-and-resumed
+run returns the same DataFrame and leaves the same file as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+
+from recourse_sim.checkpoint import (
+    CHECKPOINT_FILE,
+    Checkpoint,
+    atomic_write_text,
+    load_checkpoint,
+    save_checkpoint,
+)
+from recourse_sim.errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:  # imported lazily at run time: pandas and the env are heavy
+    import pandas as pd
+
+    from recourse_sim.scenarios import Scenario
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "LEADING_COLUMNS",
+    "METRICS_FILE",
+    "SCENARIO_FILE",
+    "SUMMARY_FILE",
+    "read_metrics",
+    "simulate",
+]
+
+METRICS_FILE = "metrics.csv"
+SUMMARY_FILE = "summary.json"
+SCENARIO_FILE = "scenario.yaml"
+CHECKPOINT_DIR = "checkpoint"
+
+LEADING_COLUMNS = (
+    "round",
+    "group",
+    "acceptance_rate",
+    "recourse_success_rate",
+    "mean_cost",
+    "model_accuracy",
+)
+"""The contract columns, always first and in this order."""
+
+FLOAT_FORMAT = ".10g"
+"""Format of every float cell: 10 significant digits, enough for rates and costs and
+short enough to hide last-bit noise of linear algebra."""
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _kind(value: Any) -> str | None:
+    """The column kind a metric value asks for; None for a missing value."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    raise TypeError(
+        f"metric value {value!r} of type {type(value).__name__} is not a number or string"
+    )
+
+
+def _merge_kinds(a: str | None, b: str | None) -> str | None:
+    """The kind of a column holding values of kinds `a` and `b`."""
+    if a is None or a == b:
+        return b if a is None else a
+    if b is None:
+        return a
+    if {a, b} <= {"int", "float", "bool"}:
+        return "float"
+    return "str"
+
+
+def _cell(value: Any) -> str:
+    """The CSV text of one metric value; deterministic for a given value."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    kind = _kind(value)
+    if kind is None:
+        return ""
+    if kind == "bool":
+        return "True" if value else "False"
+    if kind == "int":
+        return str(int(value))
+    if kind == "float":
+        return format(float(value) + 0.0, FLOAT_FORMAT)  # + 0.0 turns -0.0 into 0.0
+    return str(value)
+
+
+class _Table:
+    """The tidy metrics table kept as CSV text, the one form shared by file and DataFrame.
+
+    The columns (and each column's kind, for dtypes) are fixed by the first round: the
+    leading contract columns, then every other key in the order first seen.
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, str | None]] | None = None) -> None:
+        self.columns: list[tuple[str, str | None]] | None = (
+            None if columns is None else [(str(n), k) for n, k in columns]
+        )
+        self.text: list[str] = []  # header (once the columns are known) and row lines
+
+    @property
+    def names(self) -> list[str]:
+        """Column names (empty before the first round)."""
+        return [name for name, _ in self.columns or ()]
+
+    def add_round(self, rows: Any) -> str:
+        """Append one round's metric rows; return the CSV text added (header included once)."""
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, Mapping) for r in rows):
+            raise RuntimeError(
+                f'env info["metrics"] must be a non-empty list of dicts, got {rows!r:.200}'
+            )
+        added = []
+        if self.columns is None:
+            self.columns = self._columns_of(rows)
+            added.append(self._line(self.names))
+        names = self.names
+        for row in rows:
+            unknown = [k for k in row if k not in names]
+            if unknown:
+                raise RuntimeError(
+                    f"env reported metrics {unknown} in round {row.get('round')!r} that the "
+                    f"first round did not report; the column set of a run must be fixed"
+                )
+            added.append(self._line([_cell(row.get(name)) for name in names]))
+        self.text.extend(added)
+        return "".join(added)
+
+    @staticmethod
+    def _columns_of(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, str | None]]:
+        kinds: dict[str, str | None] = {name: None for name in LEADING_COLUMNS}
+        for row in rows:
+            for key, value in row.items():
+                kinds[str(key)] = _merge_kinds(kinds.get(str(key)), _kind(value))
+        return list(kinds.items())
+
+    @staticmethod
+    def _line(cells: Sequence[str]) -> str:
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow(cells)
+        return buffer.getvalue()
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame, parsed from exactly the text written to metrics.csv."""
+        return _parse_metrics("".join(self.text), self.columns)
+
+
+def _parse_metrics(text: str, columns: Sequence[tuple[str, str | None]] | None) -> pd.DataFrame:
+    """Parse metrics CSV text; `columns` (name, kind) pins the dtypes of float columns."""
+    import pandas as pd
+
+    kinds = dict(columns or ())
+    header = next(csv.reader(io.StringIO(text)), [])
+    text_columns = {n for n in header if n == "group" or kinds.get(n) == "str"}
+    dtype: dict[str, Any] = {n: str for n in text_columns}
+    if columns is not None:
+        # A float column whose values happen to be whole numbers (or are all missing)
+        # must still be float, or the dtypes of a run would depend on its values.
+        floats = {n for n in header if kinds.get(n) in ("float", None)} - {"round", "group"}
+        dtype.update(dict.fromkeys(floats, "float64"))
+    return pd.read_csv(
+        io.StringIO(text),
+        dtype=dtype,
+        keep_default_na=False,  # a group called "NA" is a group, not a missing value
+        na_values={n: [""] for n in header if n not in text_columns},
+    )
+
+
+def read_metrics(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a ``metrics.csv`` written by `simulate` (a file or a run directory)."""
+    from recourse_sim.errors import DataError
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise DataError(f"{path} not found") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"cannot read {path}: {e}") from e
+    if not text.strip():
+        raise DataError(f"{path} is empty (no round has completed)")
+    try:
+        return _parse_metrics(text, None)
+    except ValueError as e:  # pandas' ParserError is a ValueError
+        raise DataError(f"{path} is not a readable metrics table: {e}") from e
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ConfigError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def _resolve_scenario(scenario: Scenario | str | os.PathLike[str]) -> Scenario:
+    if isinstance(scenario, (str, os.PathLike)):
+        from recourse_sim.scenarios import load_scenario
+
+        return load_scenario(scenario)
+    return scenario
+
+
+def _with_rounds(scenario: Scenario, rounds: int) -> Scenario:
+    """`scenario` with its horizon set to `rounds` (the scenario itself if it already is)."""
+    if scenario.rounds == rounds:
+        return scenario
+    # model_copy keeps private attributes (the source file that relative paths resolve
+    # against); the value needs no revalidation, `rounds` was checked to be positive.
+    return scenario.model_copy(update={"rounds": rounds})
+
+
+def _make_env(scenario: Scenario) -> Any:
+    """The environment of one run (a seam for tests that substitute a test double)."""
+    from recourse_sim.env import RecourseEnv
+
+    return RecourseEnv(scenario)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _json_value(value: Any) -> Any:
+    """A strict-JSON value: numpy scalars unwrapped, NaN as null."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else str(value)
+    return value
+
+
+def _summary(
+    frame: pd.DataFrame, scenario: Scenario, seed: int, rounds: int, wall: float, resumed: bool
+) -> dict[str, Any]:
+    from recourse_sim import __version__
+
+    last = frame[frame["round"] == frame["round"].iloc[-1]]
+    final = {}
+    for row in last.to_dict("records"):
+        # Leave out metrics this group never has (e.g. segregation exists for "all" only);
+        # a metric undefined in the last round only (no seekers) stays, as null.
+        reported = frame.loc[frame["group"] == row["group"]].notna().any()
+        final[str(row["group"])] = {
+            k: _json_value(v) for k, v in row.items() if k not in ("round", "group") and reported[k]
+        }
+    return {
+        "scenario": scenario.name,
+        "seed": seed,
+        "rounds": rounds,
+        "final_round": _json_value(last["round"].iloc[0]),
+        "final": final,
+        "files": {"metrics": METRICS_FILE, "scenario": SCENARIO_FILE},
+        "resumed": resumed,
+        "wall_time_seconds": round(wall, 3),
+        "recourse_sim_version": __version__,
+    }
+
+
+class _MetricsFile:
+    """metrics.csv opened for appending; every append is flushed and fsynced."""
+
+    def __init__(self, path: Path, prefix: bytes) -> None:
+        self.path = path
+        self._hash = hashlib.sha256(prefix)
+        self.size = len(prefix)
+        self._file: BinaryIO = open(path, "r+b" if path.exists() else "w+b")
+        # Cut back to the committed rows: drop a half-written line or an unsaved round.
+        self._file.truncate(self.size)
+        self._file.seek(self.size)
+        self._sync()
+
+    def append(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self._file.write(data)  # one write per round keeps a torn round at the tail
+        self._sync()
+        self._hash.update(data)
+        self.size += len(data)
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _committed_metrics(out: Path, meta: Mapping[str, Any], checkpoint: Path) -> bytes:
+    """The bytes of metrics.csv the checkpoint vouches for; CheckpointError if they are gone."""
+    path = out / METRICS_FILE
+    size = int(meta["metrics_bytes"])
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(size)
+    except FileNotFoundError:
+        prefix = b""
+    if len(prefix) < size or _sha256(prefix) != meta["metrics_sha256"]:
+        raise CheckpointError(
+            f"{path} does not hold the rows that checkpoint {checkpoint} recorded "
+            "(file shortened or edited); rerun without --resume"
+        )
+    return prefix
+
+
+def _prepare(
+    out: Path, resume: bool, identity: Mapping[str, Any]
+) -> tuple[Checkpoint | None, bytes]:
+    """Make `out` ready: the verified checkpoint to resume and the metrics bytes it owns,
+    or (None, b"") after clearing an earlier run for a fresh start."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create output directory {out}: {e.strerror}") from e
+    checkpoint = load_checkpoint(out / CHECKPOINT_DIR) if resume else None
+    if checkpoint is None:  # also a --resume of a run killed before its first checkpoint
+        _start_fresh(out)
+        return None, b""
+    run = checkpoint.meta.get("run", {})
+    if run != identity:
+        raise ConfigError(_mismatch(out, run, identity))
+    return checkpoint, _committed_metrics(out, checkpoint.meta, checkpoint.path)
+
+
+def _start_fresh(out: Path) -> None:
+    """Remove what a previous run left in `out` (checkpoint first, so it cannot pair with
+    the new metrics.csv if we are killed half-way)."""
+    checkpoint = out / CHECKPOINT_DIR
+    (checkpoint / CHECKPOINT_FILE).unlink(missing_ok=True)
+    if checkpoint.is_dir():
+        # Only our own files: `out` may be a directory the user keeps other things in.
+        for path in [*checkpoint.glob("state-*.npz"), *checkpoint.glob(".*.tmp")]:
+            path.unlink(missing_ok=True)
+    (out / SUMMARY_FILE).unlink(missing_ok=True)
+    (out / METRICS_FILE).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- simulate
+
+
+def simulate(
+    scenario: Scenario | str | os.PathLike[str],
+    rounds: int | None = None,
+    seed: int = 0,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    resume: bool = False,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run `scenario` for `rounds` rounds and return the tidy metrics table.
+
+    Args:
+        scenario: a loaded `Scenario`, a bundled scenario name, or a path to a YAML file.
+        rounds: number of rounds (one env step each); default ``scenario.rounds``.
+        seed: seeds the environment's single generator; a seed fixes the result.
+        out: output directory (created if needed) for ``metrics.csv``, ``scenario.yaml``,
+            ``summary.json`` and ``checkpoint/``. Without `resume`, files of an earlier
+            run there are replaced. None: nothing is written.
+        resume: continue the run in `out` from its checkpoint (from the start if it has
+            none yet). The scenario and seed must be those of the run in `out`; `rounds`
+            may be larger than the rounds already done, to extend a finished run.
+        progress: show a tqdm progress bar on stderr.
+
+    Returns:
+        One row per round × group (``"all"`` included), columns as in `LEADING_COLUMNS`
+        then the scenario's other metrics. Values are those written to ``metrics.csv``
+        (floats to 10 significant digits), so resumed and uninterrupted runs compare equal.
+
+    Raises:
+        ConfigError: bad `rounds`/`seed`, `resume` without `out`, an unusable `out`, or a
+            resume of a different scenario or seed than the run in `out`.
+        CheckpointError: the checkpoint in `out` (or the rows it vouches for) is corrupt.
+    """
+    from tqdm import tqdm
+
+    started = time.perf_counter()
+    scenario = _resolve_scenario(scenario)
+    rounds = _check_int("rounds", scenario.rounds if rounds is None else rounds, minimum=1)
+    seed = _check_int("seed", seed, minimum=0)
+    if resume and out is None:
+        raise ConfigError("resume=True needs out= (the directory of the run to resume)")
+
+    # The horizon is the run's: the env truncates after `scenario.rounds` and shows the
+    # round fraction, and scenario.yaml must reproduce this run when run again.
+    scenario = _with_rounds(scenario, rounds)
+    scenario_yaml = scenario.to_yaml()
+    # A run's identity leaves the horizon out, so a finished run can be extended.
+    identity = {
+        "scenario": scenario.name,
+        "seed": seed,
+        "scenario_sha256": _sha256(_with_rounds(scenario, 1).to_yaml().encode("utf-8")),
+    }
+    out_dir = None if out is None else Path(out)
+    # Check the output directory before building the env (which may fit an oracle), so
+    # a wrong --resume fails at once and without touching any file.
+    checkpoint, prefix = (None, b"") if out_dir is None else _prepare(out_dir, resume, identity)
+    if checkpoint is not None and checkpoint.round > rounds:
+        raise ConfigError(
+            f"{out_dir} already holds {checkpoint.round} rounds; cannot resume it to {rounds}"
+        )
+
+    env = _make_env(scenario)
+    env.reset(seed=seed)
+    table = _Table()
+    done = 0
+    metrics: _MetricsFile | None = None
+    try:
+        if checkpoint is not None:
+            env.set_state(checkpoint.state)
+            done = checkpoint.round
+            table = _Table(checkpoint.meta.get("columns"))
+            table.text = prefix.decode("utf-8").splitlines(keepends=True)
+        if out_dir is not None:
+            if done < rounds:  # a summary.json means "finished"; this run is not, yet
+                (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
+            atomic_write_text(out_dir / SCENARIO_FILE, scenario_yaml)
+            metrics = _MetricsFile(out_dir / METRICS_FILE, prefix)
+            if checkpoint is None:  # so that a run killed in round 1 knows what it was
+                _save(out_dir, env, 0, identity, table, metrics)
+
+        action = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+        with tqdm(
+            total=rounds,
+            initial=done,
+            desc=scenario.name,
+            unit="round",
+            disable=not progress,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        ) as bar:
+            while done < rounds:
+                _, _, terminated, _, info = env.step(action)
+                text = table.add_round(info["metrics"])
+                done += 1
+                if out_dir is not None and metrics is not None:
+                    metrics.append(text)
+                    _save(out_dir, env, done, identity, table, metrics)
+                bar.update(1)
+                if terminated:  # the world ended (e.g. nobody left); later steps are invalid
+                    rounds = done
+                    break
+    finally:
+        if metrics is not None:
+            metrics.close()
+        env.close()
+
+    frame = table.frame()
+    if out_dir is not None:
+        summary = _summary(
+            frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
+        )
+        atomic_write_text(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    return frame
+
+
+def _save(
+    out: Path, env: Any, done: int, identity: dict[str, Any], table: _Table, metrics: _MetricsFile
+) -> None:
+    """Checkpoint after `done` rounds, recording how much of metrics.csv they own."""
+    save_checkpoint(
+        out / CHECKPOINT_DIR,
+        round=done,
+        state=env.get_state(),
+        meta={
+            "run": identity,
+            "columns": table.columns,
+            "metrics_bytes": metrics.size,
+            "metrics_sha256": metrics.sha256,
+        },
+    )
+
+
+def _mismatch(out: Path, run: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    """One line saying how the run in `out` differs from the one asked to resume."""
+    held = f"scenario {run.get('scenario')!r} seed {run.get('seed')!r}"
+    asked = f"scenario {wanted['scenario']!r} seed {wanted['seed']!r}"
+    if held == asked:
+        asked += " with different settings (edited scenario file or other --set overrides)"
+    return f"{out} holds a run of {held}; cannot resume it as {asked}"

@@ -1,0 +1,113 @@
+"""Social graphs: the block model, the cascade and recruitment."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from agents.social import (
+    SocialGraph,
+    independent_cascade,
+    reach,
+    recruit,
+    stochastic_block_model,
+)
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios import SocialGraphSpec
+
+
+def _blocks(n: int = 4000) -> np.ndarray:
+    return np.repeat([0, 1], n // 2)
+
+
+@pytest.mark.parametrize("homophily", [0.5, 0.9])
+def test_sbm_has_the_declared_degree_and_homophily(homophily):
+    block = _blocks()
+    g = stochastic_block_model(
+        block, mean_degree=8, homophily=homophily, rng=np.random.default_rng(0)
+    )
+    assert g.degree().mean() == pytest.approx(8, rel=0.05)
+    rows = np.repeat(np.arange(g.n), g.degree())
+    within = (block[rows] == block[g.indices]).mean()
+    assert within == pytest.approx(homophily, abs=0.02)
+
+
+def test_sbm_is_seeded_and_simple():
+    block = _blocks(500)
+    a = stochastic_block_model(block, 6, 0.8, np.random.default_rng(1))
+    b = stochastic_block_model(block, 6, 0.8, np.random.default_rng(1))
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    nxg = a.to_networkx()
+    assert nx.number_of_selfloops(nxg) == 0 and nxg.number_of_edges() == a.n_edges
+
+
+def test_networkx_round_trip():
+    g = nx.karate_club_graph()
+    ours = SocialGraph.from_networkx(g)
+    assert ours.n == g.number_of_nodes() and ours.n_edges == g.number_of_edges()
+    assert nx.utils.graphs_equal(ours.to_networkx(), nx.Graph(g.edges()))
+
+
+def test_cascade_without_spread_reaches_only_the_seeds():
+    g = SocialGraph.from_networkx(nx.path_graph(10))
+    seeds = np.zeros(10, bool)
+    seeds[3] = True
+    assert np.array_equal(independent_cascade(g, seeds, 0.0, np.random.default_rng(0)), seeds)
+
+
+def test_cascade_with_certain_spread_reaches_the_component():
+    g = SocialGraph.from_networkx(nx.disjoint_union(nx.path_graph(5), nx.path_graph(4)))
+    seeds = np.zeros(9, bool)
+    seeds[2] = True
+    reached = independent_cascade(g, seeds, 1.0, np.random.default_rng(0))
+    assert reached.tolist() == [True] * 5 + [False] * 4
+
+
+def test_cascade_matches_its_expected_reach_on_a_star():
+    # A star: the centre seeded, each leaf hears with probability `spread`.
+    g = SocialGraph.from_networkx(nx.star_graph(2000))
+    seeds = np.zeros(2001, bool)
+    seeds[0] = True
+    reached = independent_cascade(g, seeds, 0.3, np.random.default_rng(0))
+    assert reached[1:].mean() == pytest.approx(0.3, abs=0.03)
+
+
+def test_complete_graph_reaches_every_eligible_person():
+    eligible = np.array([True, False, True, True])
+    spec = SocialGraphSpec(kind="complete")
+    out = reach(spec, eligible, np.zeros(4, int), (), np.random.default_rng(0))
+    assert np.array_equal(out, eligible)
+
+
+def test_recruit_applies_participation():
+    eligible = np.ones(10000, bool)
+    spec = SocialGraphSpec(kind="complete")
+    rng = np.random.default_rng(0)
+    assert not recruit(spec, 0.0, eligible, np.zeros(10000, int), (), rng).any()
+    joined = recruit(spec, 0.3, eligible, np.zeros(10000, int), (), rng)
+    assert joined.mean() == pytest.approx(0.3, abs=0.02)
+
+
+def test_homophily_keeps_a_plan_in_its_group():
+    group = _blocks(4000)
+    eligible = np.ones(4000, bool)
+    spec = SocialGraphSpec(
+        kind="sbm", mean_degree=6, homophily=1.0, seed_fraction=0.01, seed_groups=["B"], spread=0.5
+    )
+    heard = reach(spec, eligible, group, ("A", "B"), np.random.default_rng(0))
+    assert heard[group == 1].mean() > 0.5 and not heard[group == 0].any()
+
+
+def test_networkx_generator_kind():
+    spec = SocialGraphSpec(
+        kind="networkx", generator="watts_strogatz_graph", params={"k": 4, "p": 0.1}, spread=1.0
+    )
+    heard = reach(spec, np.ones(300, bool), np.zeros(300, int), (), np.random.default_rng(0))
+    assert heard.all()  # a connected small world, certain spread, at least one seed (5% of 300)
+
+
+def test_bad_networkx_generator():
+    spec = SocialGraphSpec(kind="networkx", generator="no_such_graph")
+    with pytest.raises(ConfigError, match="no_such_graph"):
+        reach(spec, np.ones(10, bool), np.zeros(10, int), (), np.random.default_rng(0))

@@ -1,0 +1,296 @@
+"""Collective recourse (OAR Eq. 3): optimality, hypergradients, feasibility, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.learners import LogisticRegression, NearestCentroid
+from recourse_sim.learners.mlp import MLPClassifier
+from recourse_sim.recourse import ActionSet
+from recourse_sim.recourse.collective import (
+    CollectiveResult,
+    collective_hypergradient,
+    collective_recourse,
+)
+
+
+def blobs(n_per_class: int = 4, d: int = 2, k: int = 3, seed: int = 0):
+    """k well-separated Gaussian blobs; labels 0..k-1."""
+    rng = np.random.default_rng(seed)
+    centres = 3.0 * rng.normal(size=(k, d))
+    X = np.concatenate([c + 0.5 * rng.normal(size=(n_per_class, d)) for c in centres])
+    y = np.repeat(np.arange(k), n_per_class)
+    return X, y
+
+
+def nc_closed_form_loss(means, query, goal, radius):
+    """Optimal goal cross-entropy when centroid c can move anywhere within `radius[c]`.
+
+    p(y | x) = softmax(−‖x − μ_y‖) and the loss d_goal + log Σ exp(−d_y) increases in
+    d_goal and decreases in every other d_c, and each centroid only sets its own
+    distance: so the goal centroid moves straight at the query (at most onto it) and
+    every other centroid straight away from it.
+    """
+    dist = np.linalg.norm(query - means, axis=1)
+    best = dist + radius
+    best[goal] = max(dist[goal] - radius[goal], 0.0)
+    return best[goal] + np.log(np.exp(-best).sum())
+
+
+# -- optimality ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rule", "horizon"), [("window", 1), ("refit", 1), ("refit", 3)])
+def test_nearest_centroid_matches_closed_form(rule, horizon):
+    X, y = blobs(n_per_class=3)
+    learner = NearestCentroid(update_rule=rule, window=1 if rule == "window" else None).fit(X, y)
+    means = learner.state()["means"].numpy()
+    query, goal, eps = 0.25 * means[0] + 0.75 * means[1], 0, 0.7
+    members = np.array([1, 1, 0, 1, 1, 1, 1, 0, 0], dtype=bool)
+    res = collective_recourse(
+        learner, X, y, query, goal, ActionSet(2, epsilon=eps), horizon, members=members
+    )
+    # a class mean moves by the average member shift: at most ε·(members/rows); the
+    # refit rule averages the old round with H perturbed ones, scaling by H / (H + 1)
+    share = np.bincount(y, weights=members) / np.bincount(y)
+    radius = eps * share * (horizon / (horizon + 1) if rule == "refit" else 1.0)
+    expected = nc_closed_form_loss(means, query, goal, radius)
+    assert res.query_loss_after == pytest.approx(expected, abs=1e-9)
+    assert res.query_loss_after < res.query_loss_before
+    # and the argmin: each class's mean shift points at (goal) or away from the query
+    shift = np.stack([res.delta[y == c].mean(0) for c in range(3)])
+    towards = (query - means) / np.linalg.norm(query - means, axis=1, keepdims=True)
+    sign = np.where(np.arange(3) == goal, 1.0, -1.0)[:, None]
+    np.testing.assert_allclose(shift, sign * eps * share[:, None] * towards, atol=1e-9)
+
+    # independent check: no random feasible batch perturbation does better
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(200, *X.shape))
+    z *= eps * rng.uniform(size=(200, len(X), 1)) ** 0.5 / np.linalg.norm(z, axis=2, keepdims=True)
+    z[:, ~members] = 0.0
+    sampled = [collective_hypergradient(learner, X, y, query, goal, dz, horizon)[0] for dz in z]
+    assert res.query_loss_after <= min(sampled) + 1e-12
+
+
+def test_fgm_is_the_papers_one_shot_step():
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="window", window=1).fit(X, y)
+    means = learner.state()["means"].numpy()
+    query = 0.25 * means[0] + 0.75 * means[1]
+    res = collective_recourse(learner, X, y, query, 0, ActionSet(2, epsilon=0.5), method="fgm")
+    # every member spends the whole budget on one normalised gradient step
+    np.testing.assert_allclose(res.cost, 0.5, rtol=1e-12)
+    assert res.query_loss_after < res.query_loss_before
+    assert len(res.loss_history) == 2
+
+
+# -- hypergradients against central finite differences -------------------------------
+
+
+def learners():
+    yield "nc-window", NearestCentroid(update_rule="window", window=1), 1
+    yield "nc-refit-H3", NearestCentroid(update_rule="refit"), 3
+    yield "logreg-window", LogisticRegression(C=2.0, update_rule="window", window=1), 1
+    yield "logreg-refit-H2", LogisticRegression(C=2.0, update_rule="refit"), 2
+    yield "logreg-sgd-H3", LogisticRegression(update_rule="sgd", epochs=3, lr=0.5), 3
+    mlp = MLPClassifier(hidden=(6,), activation="tanh", epochs=4, lr=0.2, random_state=0)
+    yield "mlp-sgd-H2", mlp.set_params(fit_epochs=50), 2
+
+
+@pytest.mark.parametrize(
+    ("name", "learner", "horizon"), list(learners()), ids=[c[0] for c in learners()]
+)
+def test_hypergradient_matches_finite_differences(name, learner, horizon, rel=1e-5, h=1e-6):
+    X, y = blobs(n_per_class=4, d=3)
+    learner.fit(X, y)
+    rng = np.random.default_rng(2)
+    queries = X[[0, 5]] + 0.3 * rng.normal(size=(2, 3))
+    goals = np.array([1, 2])
+    delta = 0.2 * rng.normal(size=X.shape)
+    loss, grad = collective_hypergradient(learner, X, y, queries, goals, delta, horizon)
+    assert np.isfinite(loss)
+    assert np.abs(grad).max() > 1e-6, f"{name}: degenerate (zero) hypergradient"
+
+    def loss_at(d):
+        return collective_hypergradient(learner, X, y, queries, goals, d, horizon)[0]
+
+    # directional derivatives along random directions and single coordinates: each
+    # checks the whole gradient in one projection, at two solves apiece
+    directions = [rng.normal(size=delta.shape) for _ in range(3)]
+    for idx in [(0, 0), (5, 1), (11, 2)]:
+        directions.append(np.zeros_like(delta))
+        directions[-1][idx] = 1.0
+    for v in directions:
+        fd = (loss_at(delta + h * v) - loss_at(delta - h * v)) / (2 * h)
+        analytic = float((grad * v).sum())
+        assert analytic == pytest.approx(fd, rel=rel, abs=1e-3 * rel), name
+
+
+@pytest.mark.slow
+def test_implicit_mlp_hypergradient_matches_finite_differences():
+    # implicit differentiation is exact only at a converged refit: L-BFGS to a tight
+    # tolerance, no damping; a wider difference step keeps the refit's own residual
+    # (about 1e-9 in θ) from swamping the quotient
+    mlp = MLPClassifier(
+        hidden=(6,),
+        activation="tanh",
+        update_rule="window",
+        window=1,
+        hypergrad="implicit",
+        weight_decay=1e-2,
+        fit_epochs=500,
+        tol=1e-12,
+        cg_damping=0.0,
+        random_state=0,
+    )
+    test_hypergradient_matches_finite_differences("mlp-window-implicit", mlp, 1, rel=1e-2, h=1e-4)
+
+
+# -- feasibility, members, horizon, determinism ---------------------------------------
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+def test_every_perturbation_lies_in_its_action_set(p):
+    X, y = blobs(n_per_class=6, d=4)
+    learner = LogisticRegression(update_rule="window", window=1).fit(X, y)
+    action_set = ActionSet(
+        4,
+        immutable=[0],
+        increase_only=[1],
+        decrease_only=[2],
+        lower=[-np.inf, -np.inf, -1.0, -np.inf],
+        upper=[np.inf, 2.0, np.inf, np.inf],
+        max_change=[np.inf, np.inf, np.inf, 0.3],
+        cost_weights=[1.0, 2.0, 0.5, 1.0],
+        p=p,
+        epsilon=0.8,
+    )
+    rng = np.random.default_rng(3)
+    members = rng.uniform(size=len(X)) < 0.7
+    res = collective_recourse(
+        learner, X, y, X[:3] + 0.1, [1, 2, 0], action_set, members=members, steps=30
+    )
+    assert action_set.contains(X, res.delta, tol=1e-9).all()
+    assert np.all(res.delta[~members] == 0.0)
+    assert np.all(res.delta[:, 0] == 0.0)
+    np.testing.assert_allclose(res.cost, action_set.cost(res.delta))
+    assert res.query_loss_after <= res.query_loss_before
+
+
+def test_non_members_keep_their_features():
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="refit").fit(X, y)
+    members = np.zeros(len(X), dtype=bool)
+    members[[0, 4, 8]] = True
+    res = collective_recourse(learner, X, y, X[5], 0, ActionSet(2, epsilon=1.0), members=members)
+    assert np.all(res.delta[~members] == 0.0)
+    assert np.all(res.cost[members] > 0.99)
+    nobody = collective_recourse(
+        learner, X, y, X[5], 0, ActionSet(2), members=np.zeros(len(X), dtype=bool)
+    )
+    assert np.all(nobody.delta == 0.0)
+    assert nobody.query_loss_after == nobody.query_loss_before
+
+
+def test_horizon_one_is_the_one_step_update():
+    X, y = blobs()
+    learner = LogisticRegression(update_rule="refit").fit(X, y)
+    args = (learner, X, y, X[[1, 6]], [2, 0], ActionSet(2, epsilon=0.5))
+    default, one = collective_recourse(*args), collective_recourse(*args, horizon=1)
+    np.testing.assert_array_equal(default.delta, one.delta)
+    # state_after is exactly one application of the learner's update to X + Δ
+    with torch.no_grad():
+        manual = learner.update_fn(
+            learner.state(), torch.tensor(X + one.delta), torch.tensor(y, dtype=torch.long)
+        )
+    for key, value in manual.items():
+        torch.testing.assert_close(one.state_after[key], value, rtol=0, atol=1e-12)
+    proba = learner.proba_fn(manual, torch.tensor(X[[1, 6]])).numpy()
+    np.testing.assert_allclose(one.query_proba_after, proba, atol=1e-12)
+    np.testing.assert_array_equal(one.success, proba.argmax(1) == [2, 0])
+
+
+def test_window_of_one_round_makes_the_horizon_irrelevant():
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="window", window=1).fit(X, y)
+    args = (learner, X, y, X[5], 0, ActionSet(2, epsilon=0.5))
+    one, five = collective_recourse(*args, horizon=1), collective_recourse(*args, horizon=5)
+    np.testing.assert_allclose(five.delta, one.delta, atol=1e-12)
+    assert five.query_loss_after == pytest.approx(one.query_loss_after, abs=1e-12)
+
+
+def test_longer_horizon_helps_under_memory():
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="refit").fit(X, y)
+    args = (learner, X, y, X[5], 0, ActionSet(2, epsilon=0.5))
+    losses = [collective_recourse(*args, horizon=h).query_loss_after for h in (1, 3, 5)]
+    assert losses[0] > losses[1] > losses[2]
+
+
+@pytest.mark.parametrize("random_start", [False, True])
+def test_same_inputs_give_identical_outputs(random_start):
+    X, y = blobs(n_per_class=5, d=3)
+    learner = MLPClassifier(hidden=(5,), epochs=2, fit_epochs=20, random_state=0).fit(X, y)
+    kw = dict(horizon=2, steps=15, random_start=random_start, seed=7)
+    a = collective_recourse(learner, X, y, X[:2], [1, 2], ActionSet(3, epsilon=0.4), **kw)
+    b = collective_recourse(learner, X, y, X[:2], [1, 2], ActionSet(3, epsilon=0.4), **kw)
+    assert isinstance(a, CollectiveResult)
+    np.testing.assert_array_equal(a.delta, b.delta)
+    np.testing.assert_array_equal(a.loss_history, b.loss_history)
+    assert a.query_loss_after == b.query_loss_after
+    if random_start:
+        c = collective_recourse(
+            learner, X, y, X[:2], [1, 2], ActionSet(3, epsilon=0.4), **(kw | {"seed": 8})
+        )
+        assert not np.array_equal(a.delta, c.delta)
+
+
+def test_init_is_projected_and_never_worsened():
+    X, y = blobs()
+    learner = LogisticRegression(update_rule="window", window=1).fit(X, y)
+    small = ActionSet(2, epsilon=0.3)
+    members = np.arange(len(X)) % 3 > 0
+    args = (learner, X, y, X[[1, 6]], [2, 0])
+    first = collective_recourse(*args, small, members=members, steps=20)
+    # continuation: the smaller budget's solution is feasible for the larger one
+    more = collective_recourse(*args, small.replace(epsilon=0.6), members=members, init=first.delta)
+    assert more.loss_history[0] == pytest.approx(first.query_loss_after, abs=1e-12)
+    assert more.query_loss_after <= first.query_loss_after
+    # an infeasible start is projected first (non-members zeroed, rows shrunk to ε)
+    wild = collective_recourse(*args, small, members=members, init=np.full(X.shape, 5.0))
+    assert small.contains(X, wild.delta).all()
+    assert np.all(wild.delta[~members] == 0.0)
+
+
+def test_learner_is_not_modified():
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="refit").fit(X, y)
+    before = learner.state()
+    collective_recourse(learner, X, y, X[5], 0, ActionSet(2, epsilon=1.0))
+    for key, value in learner.state().items():
+        torch.testing.assert_close(value, before[key], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"horizon": 0}, "horizon"),
+        ({"steps": 0}, "steps"),
+        ({"method": "adam"}, "method"),
+        ({"members": np.ones(3, dtype=bool)}, "members"),
+        ({"goals": 7}, "goals"),
+        ({"goals": [0, 1]}, "goals"),
+        ({"queries": np.zeros(5)}, "queries"),
+        ({"init": np.zeros((2, 2))}, "init"),
+        ({"init": np.zeros((12, 2)), "random_start": True}, "init"),
+    ],
+)
+def test_bad_arguments_raise_config_error(change, match):
+    X, y = blobs()
+    learner = NearestCentroid(update_rule="refit").fit(X, y)
+    kw = dict(queries=X[5], goals=0, action_set=ActionSet(2)) | change
+    with pytest.raises(ConfigError, match=match):
+        collective_recourse(learner, X, y, **kw)

@@ -1,0 +1,89 @@
+"""Competing collectives: the PettingZoo ParallelEnv."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+
+from recourse_sim.env import RecourseEnv
+from recourse_sim.env.multi import RecourseParallelEnv, parallel_env
+from recourse_sim.errors import ConfigError
+
+SMALL = {"world__cohort_size": 200, "world__history_size": 400, "rounds": 3}
+
+
+def _env(**more) -> RecourseParallelEnv:
+    return RecourseParallelEnv("competing_collectives", **SMALL, **more)
+
+
+def test_parallel_api_test_passes_without_warnings(capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parallel_api_test(_env(), num_cycles=10)
+    assert "Passed Parallel API test" in capsys.readouterr().out
+
+
+def test_parallel_seed_test_passes():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parallel_seed_test(_env, num_cycles=10)
+
+
+def test_each_collective_is_an_agent_with_its_own_query_group():
+    env = _env()
+    assert env.possible_agents == ["n2_h1_students", "n1_h1_students"]
+    for agent in env.possible_agents:
+        assert env.action_space(agent).shape == (2, 1)
+    obs, infos = env.reset(seed=0)
+    assert set(obs) == set(infos) == set(env.possible_agents)
+    shared = env.state()
+    for agent, o in obs.items():
+        assert env.observation_space(agent).contains(o)
+        assert np.array_equal(o[: len(shared)], shared)
+    # different query groups: S (a few high-achieving N2 students) vs all of N1
+    n2, n1 = obs["n2_h1_students"], obs["n1_h1_students"]
+    share = len(shared) + 2
+    assert n2[share] < n1[share]
+
+
+def test_rewards_are_each_collectives_own():
+    env = _env()
+    env.reset(seed=1)
+    actions = {"n2_h1_students": np.full((2, 1), -1.0), "n1_h1_students": np.full((2, 1), 1.0)}
+    _, rewards, terms, truncs, infos = env.step(actions)
+    for agent in env.possible_agents:
+        parts = infos[agent]["rewards"]
+        assert rewards[agent] == pytest.approx(
+            parts["query_success"] - parts["cost_weight"] * parts["cost"]
+        )
+        assert parts["cost"] > 0 and infos[agent]["participants"] > 0
+        assert not terms[agent] and not truncs[agent]
+    assert rewards["n2_h1_students"] != rewards["n1_h1_students"]
+
+
+def test_an_idle_agent_pays_nothing_and_the_other_still_acts():
+    env = _env()
+    env.reset(seed=2)
+    _, _, _, _, infos = env.step(
+        {"n2_h1_students": np.zeros((2, 1)), "n1_h1_students": np.ones((2, 1))}
+    )
+    assert infos["n2_h1_students"]["rewards"]["cost"] == 0.0
+    assert infos["n1_h1_students"]["rewards"]["cost"] > 0.0
+
+
+def test_bad_actions_and_single_agent_env_are_config_errors():
+    env = _env()
+    env.reset(seed=0)
+    with pytest.raises(ConfigError, match="no action for agent"):
+        env.step({"n2_h1_students": np.zeros((2, 1))})
+    with pytest.raises(ConfigError, match="shape"):
+        env.step({"n2_h1_students": np.zeros(3), "n1_h1_students": np.zeros((2, 1))})
+    with pytest.raises(ConfigError, match="at most one controlled population"):
+        RecourseEnv("competing_collectives", **SMALL)
+    with pytest.raises(ConfigError, match="at least one controlled"):
+        parallel_env("oar_iris", rounds=2)

@@ -1,0 +1,53 @@
+"""analyses/train_coordinator.py end to end, on the tiny scenario (a smoke test)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "analyses" / "train_coordinator.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("train_coordinator", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_quick_run_writes_the_comparison_table(tmp_path):
+    tc = _script()
+    args = tc.Args(
+        scenarios=("coordination_toy",),
+        timesteps=(200,),
+        eval_seeds=(1000,),
+        quick=True,
+        out=tmp_path,
+    )
+    tc.main(args)
+    table = pd.read_csv(tmp_path / "coordinator_comparison.csv")
+    assert list(table.columns[:5]) == ["scenario", "policy", "seed", "query_success", "reward"]
+    assert set(table["policy"]) == {"none", "individual", "oar", "ppo"}
+    assert (table["scenario"] == "coordination_toy").all() and (table["seed"] == 1000).all()
+    assert table["query_success"].between(0, 1).all()
+    curves = pd.read_csv(tmp_path / "coordinator_curves.csv")
+    assert len(curves) == 200 // 10 and set(curves["seed"]) == {0}
+    for name in ("coordinator_curves.png", "coordinator.md"):
+        assert (tmp_path / name).stat().st_size > 0
+    summary = json.loads((tmp_path / "coordinator_summary.json").read_text())
+    assert summary["ppo"]["timesteps"] == {"coordination_toy": 200}
+
+
+def test_args_need_one_budget_per_scenario(tmp_path):
+    tc = _script()
+    with pytest.raises(SystemExit, match="one number per scenario"):
+        tc.main(tc.Args(scenarios=("coordination_toy",), timesteps=(100, 200), out=tmp_path))

@@ -1,0 +1,71 @@
+"""The bad-input corpus (tests/bad_inputs/): every case exits 2 with its one-line error."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from recourse_sim.cli import main
+from recourse_sim.errors import RecourseSimError
+from recourse_sim.scenarios import load_scenario
+
+CORPUS = Path(__file__).parent / "bad_inputs"
+CASES = sorted(CORPUS.glob("*.yaml"))
+
+
+def _header(path: Path, field: str) -> str | None:
+    match = re.search(rf"^# {field}: (.*)$", path.read_text(encoding="utf-8"), re.MULTILINE)
+    return None if match is None else match.group(1).strip()
+
+
+def _argv(path: Path, out: Path) -> list[str]:
+    command = _header(path, "command") or "validate"
+    extra = ["--rounds", "1", "--out", str(out), "-q"] if command == "run" else []
+    return [command, str(path), *extra]
+
+
+def test_the_corpus_is_complete():
+    assert len(CASES) >= 40
+    for path in CASES:
+        assert _header(path, "expect"), f"{path.name} has no '# expect:' line"
+    assert all(_header(p, "command") in (None, "run", "validate") for p in CASES)
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_case(path, tmp_path, capsys):
+    expect = _header(path, "expect")
+    status = main(_argv(path, tmp_path / "run"))
+    err = capsys.readouterr().err
+    if expect == "ok":
+        assert status == 0, err
+        assert err == ""
+        return
+    assert status == 2, f"{path.name}: exit {status}, stderr {err!r}"
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("error: ") and "Traceback" not in err, err
+    assert expect in line, f"{path.name}: expected {expect!r} in {line!r}"
+    csv_file = (CORPUS / "csv" / f"{path.stem}.csv").name
+    assert path.name in line or csv_file in line or "no_such_file.csv" in line, line
+    assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in CASES if _header(p, "expect") != "ok"], ids=lambda p: p.stem
+)
+def test_load_scenario_raises_a_typed_error(path):
+    with pytest.raises(RecourseSimError) as info:
+        load_scenario(path)
+    assert _header(path, "expect") in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_validate_reports_every_bad_file(capsys):
+    bad = [p for p in CASES if _header(p, "expect") != "ok" and not _header(p, "command")]
+    status = main(["validate", *map(str, bad)])
+    err = capsys.readouterr().err.splitlines()
+    assert status == 2
+    assert len(err) == len(bad) and all(line.startswith("error: ") for line in err)

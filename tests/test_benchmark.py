@@ -1,0 +1,61 @@
+"""Smoke test of analyses/benchmark.py at toy sizes: every section runs and the JSON has
+the issue's keys with the right types. Timings are not asserted (shared machines)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "analyses" / "benchmark.py"
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    """The benchmark script as a module (analyses/ is not part of the installed package)."""
+    if not SCRIPT.exists():
+        pytest.skip("analyses/benchmark.py is not in this checkout")
+    spec = importlib.util.spec_from_file_location("benchmark_analysis", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.slow
+def test_tiny_run_writes_every_key(benchmark, tmp_path):
+    assert benchmark.main(["--tiny", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "benchmark.json").read_text())
+    assert list(result)[: len(benchmark.KEYS)] == list(benchmark.KEYS)
+    for key in benchmark.KEYS:
+        if key == "peak_rss_mb_100k":  # the toy run never reaches 100,000
+            assert result[key] is None
+        elif key == "individual_speedup_vs_dice" and result[key] is None:
+            assert "dice-ml" in result["individual_speedup_vs_dice_reason"]
+        else:
+            assert isinstance(result[key], float) and result[key] > 0, key
+    assert result["hypergrad_rel_err"] < 1e-3
+    assert len(result["load_avg_start"]) == 3
+    assert set(result["pass"]) == set(benchmark.TARGETS)
+    assert all(v is None or isinstance(v, bool) for v in result["pass"].values())
+    for row in result["scaling_rows"]:
+        assert row["peak_rss_mb"] >= row["import_rss_mb"] > 0
+
+
+def test_verdicts(benchmark):
+    result = {key: None for key in benchmark.KEYS}
+    result.update(round_over_refit=2.0, env_steps_per_s=100.0)
+    v = benchmark.verdicts(result)
+    assert v["round_over_refit"] is True
+    assert v["env_steps_per_s"] is False
+    assert v["oar_step_s_30k"] is None

@@ -1,0 +1,66 @@
+"""Smoke test of analyses/dynamics.py: two rounds, one seed, every output written."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "analyses" / "dynamics.py"
+
+
+@pytest.fixture(scope="module")
+def dynamics():
+    """The analysis script as a module (analyses/ is not part of the installed package)."""
+    if not SCRIPT.exists():
+        pytest.skip("analyses/dynamics.py is not in this checkout")
+    spec = importlib.util.spec_from_file_location("dynamics_analysis", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+@pytest.mark.slow  # ~10 s on a loaded machine: 12 short runs plus the torch import
+def test_quick_run_writes_every_output(dynamics, tmp_path: Path) -> None:
+    argv = ["--quick", "--rounds", "2", "--seeds", "1", "--workers", "1", "--out", str(tmp_path)]
+    tables = dynamics.main(argv)
+
+    for name in ("school_assignment", "lending_fico"):
+        frame = pd.read_csv(tmp_path / f"dynamics_{name}.csv")
+        assert list(frame.columns[:4]) == ["arm", "seed", "round", "group"]
+        assert set(frame["arm"]) == {"none", "individual", "collective", "both"}
+        assert sorted(frame["round"].unique()) == [1, 2]
+        assert "query" in set(frame["group"])
+        assert (tmp_path / f"dynamics_{name}.png").stat().st_size > 0
+    lending = tables["dynamics_lending_fico"]
+    assert {"white", "black"} <= set(lending["group"]) and "mean_score" in lending
+
+    # the arms switch populations off: no collective members where the collective is off
+    school = tables["dynamics_school_assignment"]
+    everyone = school[school["group"] == "all"].groupby("arm")["collective_participants"].sum()
+    assert everyone["none"] == 0 and everyone["individual"] == 0 and everyone["collective"] > 0
+    seekers = school[school["group"] == "all"].groupby("arm")["n_seekers"].sum()
+    assert seekers["none"] == 0 and seekers["collective"] == 0 and seekers["individual"] > 0
+
+    claim = pd.read_csv(tmp_path / "dynamics_school_claim.csv")
+    assert {"collective_minus_none", "both_minus_individual"} <= set(claim.columns)
+
+    rules = pd.read_csv(tmp_path / "dynamics_lending_rules.csv")
+    assert {"rule", "seed", "group", "selection_rate_round1", "delta_mu_round1"} <= set(
+        rules.columns
+    )
+    assert rules["rule"].nunique() >= 3
+    assert rules["delta_mu_round1"].notna().all()
+    assert (tmp_path / "dynamics_lending_rules_rounds.csv").exists()
+    assert (tmp_path / "dynamics_lending_rules.png").exists()
+
+    report = (tmp_path / "dynamics.md").read_text(encoding="utf-8")
+    assert "collective_minus_none" in report and "Wall time" in report

@@ -1,0 +1,89 @@
+"""Property tests: feasibility of every recourse path, determinism and metric ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recourse_sim import load_scenario, simulate
+from recourse_sim.learners import LogisticRegression
+from recourse_sim.recourse import ActionSet, collective_recourse, individual_recourse
+
+RATES = ("acceptance_rate", "recourse_success_rate", "true_outcome_rate", "model_accuracy")
+
+
+@st.composite
+def action_sets(draw, d: int) -> ActionSet:
+    kind = draw(st.lists(st.integers(0, 3), min_size=d, max_size=d))
+    return ActionSet(
+        d,
+        immutable=[j for j in range(d) if kind[j] == 1],
+        increase_only=[j for j in range(d) if kind[j] == 2],
+        decrease_only=[j for j in range(d) if kind[j] == 3],
+        max_change=draw(st.lists(st.floats(0.0, 2.0), min_size=d, max_size=d)),
+        cost_weights=draw(st.lists(st.floats(0.1, 3.0), min_size=d, max_size=d)),
+        p=draw(st.sampled_from([1, 2, np.inf])),
+        epsilon=draw(st.floats(0.0, 3.0)),
+    )
+
+
+def _problem(seed: int, n: int = 60, d: int = 3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0).astype(np.int64)
+    if y.min() == y.max():
+        y[0] = 1 - y[0]
+    return X, y, LogisticRegression(C=1.0).fit(X, y)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(action_sets(3), st.sampled_from(["pgd", "wachter", "linear"]), st.integers(0, 10**6))
+def test_individual_recourse_stays_in_its_action_set(action_set, method, seed):
+    X, _, model = _problem(seed)
+    res = individual_recourse(model, X, 1, action_set, method=method, steps=15)
+    assert action_set.contains(X, res.delta).all()
+    assert np.all(res.cost >= 0)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(action_sets(3), st.integers(0, 10**6), st.floats(0.0, 1.0))
+def test_collective_recourse_stays_in_its_action_set(action_set, seed, share):
+    X, y, model = _problem(seed)
+    members = np.random.default_rng(seed).random(len(X)) < share
+    res = collective_recourse(model, X, y, X[:3], 1, action_set, members=members, steps=10)
+    assert action_set.contains(X, res.delta).all()
+    assert np.all(res.delta[~members] == 0)
+
+
+def _small_school(epsilon: float, participation: float, homophily: float):
+    return load_scenario(
+        "school_assignment",
+        overrides=[
+            "world.cohort_size=300",
+            "world.history_size=600",
+            f"populations.students.epsilon={epsilon}",
+            f"populations.h1_students.epsilon={epsilon}",
+            f"populations.h1_students.participation={participation}",
+            f"populations.h1_students.graph.homophily={homophily}",
+        ],
+    )
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.floats(0.0, 2.0),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.integers(0, 2**31 - 1),
+)
+def test_simulate_is_deterministic_and_metrics_in_range(epsilon, participation, homophily, seed):
+    scenario = _small_school(epsilon, participation, homophily)
+    first = simulate(scenario, rounds=2, seed=seed)
+    pd.testing.assert_frame_equal(first, simulate(scenario, rounds=2, seed=seed))
+    for column in RATES:
+        values = first[column].dropna()
+        assert values.between(0.0, 1.0).all(), column
+    assert (first["mean_cost"].dropna() >= 0).all()
+    assert (first["mean_cost"].dropna() <= epsilon + 1e-9).all()

@@ -1,0 +1,316 @@
+"""`simulate`: the tidy table, determinism, durable outputs, checkpoints and resume.
+
+Most tests here run against `FakeEnv`, a test double with the interface of
+`recourse_sim.env.RecourseEnv` (metrics rows, get_state/set_state), so they exercise the
+runner's bookkeeping in milliseconds; the end-to-end tests on real scenarios are at the
+bottom and in tests/test_cli.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import shutil
+from dataclasses import dataclass
+
+import gymnasium
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourse_sim.errors import CheckpointError, ConfigError
+from recourse_sim.simulate import LEADING_COLUMNS, read_metrics, simulate
+
+# `recourse_sim.simulate` the attribute is the function; the module is needed to patch it.
+simulate_module = importlib.import_module("recourse_sim.simulate")
+
+
+# --------------------------------------------------------------------------- test double
+
+
+@dataclass
+class FakeScenario:
+    """Test double of `recourse_sim.scenarios.Scenario` (only what the runner reads)."""
+
+    name: str = "fake"
+    rounds: int = 6
+    size: int = 40  # individuals per round
+    crash_at: int | None = None  # raise during this round (1-based), to emulate a kill
+    extra_metric_at: int | None = None  # report an unexpected metric in this round
+
+    def to_yaml(self) -> str:
+        return f"name: {self.name}\nrounds: {self.rounds}\nsize: {self.size}\n"
+
+    def model_copy(self, update: dict) -> FakeScenario:
+        return dataclasses.replace(self, **update)
+
+
+class Crash(Exception):
+    """Raised by FakeEnv to stop a run mid-way, as a kill would."""
+
+
+class FakeEnv(gymnasium.Env):
+    """Test double of `RecourseEnv`: a drifting threshold model with groups A and B.
+
+    Its state mixes every kind a real env state may hold (arrays, numpy scalars, the
+    generator state with 128-bit ints, nested lists/dicts), so resume is exact only if
+    the checkpoint round-trips all of them.
+    """
+
+    def __init__(self, scenario: FakeScenario) -> None:
+        self.scenario = scenario
+        self.action_space = gymnasium.spaces.Box(-1, 1, (2, 3), dtype=np.float32)
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), dtype=np.float64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.theta = np.zeros(3)
+        self.log = {"shifts": [], "scale": np.float64(1.0)}
+        return self.theta.copy(), {}
+
+    def step(self, action):
+        assert action.shape == (2, 3) and not action.any()
+        if self.t >= self.scenario.rounds:  # as RecourseEnv: the horizon is the scenario's
+            raise RuntimeError("step() after the episode ended")
+        self.t += 1
+        if self.scenario.crash_at == self.t:
+            raise Crash(f"crash in round {self.t}")
+        rng = self.np_random
+        x = rng.normal(size=(self.scenario.size, 3))
+        group = rng.integers(0, 2, size=self.scenario.size)
+        accepted = x @ (1 + self.theta) > 0.2
+        shift = 0.05 * x[accepted].mean(axis=0) if accepted.any() else np.zeros(3)
+        self.theta = self.theta + shift
+        self.log["shifts"].append(float(np.abs(shift).sum()))
+        rows = []
+        for name, members in (("A", group == 0), ("B", group == 1), ("all", group >= 0)):
+            seekers = members & ~accepted
+            row = {
+                "round": self.t,
+                "group": name,
+                "acceptance_rate": float(accepted[members].mean()),
+                # No seekers: no rate (NaN), as a real env reports it.
+                "recourse_success_rate": float(rng.random()) if seekers.sum() > 2 else np.nan,
+                "mean_cost": float(np.abs(x[seekers]).sum(axis=1).mean()) if seekers.any() else 0,
+                "n_seekers": int(seekers.sum()),
+            }
+            if name == "all":
+                row["model_accuracy"] = float(rng.random())
+                row["model_shift"] = np.float64(np.abs(self.theta).sum())
+            if self.scenario.extra_metric_at == self.t:
+                row["surprise"] = 1.0
+            rows.append(row)
+        obs = self.theta.copy()
+        return obs, 0.0, False, False, {"metrics": rows}
+
+    def get_state(self) -> dict:
+        return {
+            "t": self.t,
+            "theta": self.theta.copy(),
+            "rng": self.np_random.bit_generator.state,
+            "log": {"shifts": list(self.log["shifts"]), "scale": self.log["scale"]},
+        }
+
+    def set_state(self, state: dict) -> None:
+        self.t = state["t"]
+        self.theta = state["theta"].copy()
+        self.np_random.bit_generator.state = state["rng"]
+        self.log = {"shifts": list(state["log"]["shifts"]), "scale": state["log"]["scale"]}
+
+
+@pytest.fixture(autouse=True)
+def fake_env(monkeypatch):
+    monkeypatch.setattr(simulate_module, "_make_env", FakeEnv)
+
+
+def _run(tmp_path, name, **kwargs):
+    out = tmp_path / name
+    scenario = kwargs.pop("scenario", FakeScenario())
+    return simulate(scenario, out=out, **kwargs), out
+
+
+def _crash(tmp_path, name, crash_at, rounds=6, **kwargs):
+    """A run that dies in round `crash_at`, as a killed process would."""
+    with pytest.raises(Crash):
+        _run(tmp_path, name, scenario=FakeScenario(crash_at=crash_at), rounds=rounds, **kwargs)
+    return tmp_path / name
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_table_columns_and_rows():
+    frame = simulate(FakeScenario(), rounds=4, seed=1)
+    assert tuple(frame.columns[: len(LEADING_COLUMNS)]) == LEADING_COLUMNS
+    assert list(frame.columns[len(LEADING_COLUMNS) :]) == ["n_seekers", "model_shift"]
+    assert len(frame) == 4 * 3
+    assert frame["round"].tolist() == [r for r in range(1, 5) for _ in range(3)]
+    assert frame["group"].tolist() == ["A", "B", "all"] * 4
+    # model_accuracy only on "all" rows; floats stay floats even when whole (mean_cost 0).
+    assert frame.loc[frame["group"] != "all", "model_accuracy"].isna().all()
+    assert frame.loc[frame["group"] == "all", "model_accuracy"].notna().all()
+    for column in ("acceptance_rate", "recourse_success_rate", "mean_cost", "model_accuracy"):
+        assert frame[column].dtype == np.float64, column
+    assert frame["round"].dtype == np.int64 and frame["n_seekers"].dtype == np.int64
+
+
+def test_same_seed_same_table_and_file(tmp_path):
+    a, out_a = _run(tmp_path, "a", seed=3)
+    b, out_b = _run(tmp_path, "b", seed=3)
+    c, _ = _run(tmp_path, "c", seed=4)
+    pd.testing.assert_frame_equal(a, b)
+    assert (out_a / "metrics.csv").read_bytes() == (out_b / "metrics.csv").read_bytes()
+    assert not a.equals(c)
+    # The in-memory run (no out) returns the same table.
+    pd.testing.assert_frame_equal(a, simulate(FakeScenario(), seed=3))
+
+
+def test_output_files(tmp_path):
+    frame, out = _run(tmp_path, "run", seed=2, rounds=3)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoint",
+        "metrics.csv",
+        "scenario.yaml",
+        "summary.json",
+    ]
+    # The resolved scenario carries the horizon of this run.
+    assert (out / "scenario.yaml").read_text() == FakeScenario(rounds=3).to_yaml()
+    text = (out / "metrics.csv").read_text()
+    assert text.splitlines()[0] == ",".join(frame.columns)
+    assert text.count("\n") == 1 + 3 * 3 and "nan" not in text
+    pd.testing.assert_frame_equal(read_metrics(out), frame, check_dtype=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "fake" and summary["seed"] == 2 and summary["rounds"] == 3
+    assert set(summary["final"]) == {"A", "B", "all"}
+    last_all = frame[(frame["round"] == 3) & (frame["group"] == "all")].iloc[0]
+    assert summary["final"]["all"]["acceptance_rate"] == last_all["acceptance_rate"]
+    assert "model_accuracy" not in summary["final"]["A"]  # a metric group A never has
+    assert summary["wall_time_seconds"] >= 0
+
+
+def test_rerun_without_resume_replaces_the_old_run(tmp_path):
+    _run(tmp_path, "run", seed=1, rounds=5)
+    _, out = _run(tmp_path, "run", seed=2, rounds=2)
+    assert read_metrics(out)["round"].max() == 2
+    _, fresh_out = _run(tmp_path, "fresh", seed=2, rounds=2)
+    assert (out / "metrics.csv").read_bytes() == (fresh_out / "metrics.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rounds": 0}, "rounds must be a positive integer, got 0"),
+        ({"rounds": 2.5}, "rounds must be a positive integer"),
+        ({"rounds": True}, "rounds must be a positive integer"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+        ({"seed": "1"}, "seed must be an integer >= 0"),
+        ({"resume": True}, "resume=True needs out="),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        simulate(FakeScenario(), **kwargs)
+
+
+def test_a_metric_appearing_later_is_a_bug_not_a_new_column():
+    with pytest.raises(RuntimeError, match=r"\['surprise'\] in round 3"):
+        simulate(FakeScenario(extra_metric_at=3), rounds=4)
+
+
+# --------------------------------------------------------------------------- resume
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 4, 6])
+def test_resume_after_crash_equals_uninterrupted(tmp_path, crash_at):
+    reference, ref_out = _run(tmp_path, "ref", seed=5)
+    out = _crash(tmp_path, "run", crash_at, seed=5)
+    assert not (out / "summary.json").exists()
+    resumed, _ = _run(tmp_path, "run", seed=5, resume=True)
+    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+    pd.testing.assert_frame_equal(resumed, reference)
+    assert json.loads((out / "summary.json").read_text())["resumed"] is True
+
+
+def test_resume_drops_a_torn_line_and_an_uncheckpointed_round(tmp_path):
+    reference, ref_out = _run(tmp_path, "ref", seed=5)
+    # Three rounds done, then a fourth whose checkpoint never got written, then half a line.
+    _, out = _run(tmp_path, "run", seed=5, rounds=3)
+    saved = tmp_path / "checkpoint-after-3"
+    shutil.copytree(out / "checkpoint", saved)
+    _run(tmp_path, "run", seed=5, rounds=4, resume=True)
+    shutil.rmtree(out / "checkpoint")
+    shutil.copytree(saved, out / "checkpoint")
+    with open(out / "metrics.csv", "ab") as f:
+        f.write(b"5,A,0.51")
+    resumed, _ = _run(tmp_path, "run", seed=5, resume=True)
+    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+    pd.testing.assert_frame_equal(resumed, reference)
+
+
+def test_resume_extends_a_finished_run(tmp_path):
+    reference, ref_out = _run(tmp_path, "ref", seed=1, rounds=6)
+    _run(tmp_path, "run", seed=1, rounds=2)
+    resumed, out = _run(tmp_path, "run", seed=1, rounds=6, resume=True)
+    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+    pd.testing.assert_frame_equal(resumed, reference)
+
+
+def test_resume_of_a_finished_run_only_rewrites_the_summary(tmp_path):
+    reference, out = _run(tmp_path, "run", seed=1)
+    before = (out / "metrics.csv").read_bytes()
+    (out / "summary.json").unlink()  # killed between the last checkpoint and the summary
+    resumed, _ = _run(tmp_path, "run", seed=1, resume=True)
+    pd.testing.assert_frame_equal(resumed, reference)
+    assert (out / "metrics.csv").read_bytes() == before
+    assert (out / "summary.json").exists()
+
+
+def test_resume_without_a_checkpoint_starts_from_the_beginning(tmp_path):
+    reference, ref_out = _run(tmp_path, "ref", seed=2)
+    resumed, out = _run(tmp_path, "new", seed=2, resume=True)
+    pd.testing.assert_frame_equal(resumed, reference)
+    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seed": 9}, "holds a run of scenario 'fake' seed 5; cannot resume it as .* seed 9"),
+        ({"scenario": FakeScenario(name="other")}, "cannot resume it as scenario 'other'"),
+        ({"scenario": FakeScenario(size=41)}, "with different settings"),
+        ({"rounds": 1}, "already holds 2 rounds; cannot resume it to 1"),
+    ],
+)
+def test_resume_of_a_different_run_is_refused(tmp_path, kwargs, message):
+    out = _crash(tmp_path, "run", crash_at=3, seed=5)
+    before = (out / "metrics.csv").read_bytes()
+    kwargs = {"seed": 5, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        _run(tmp_path, "run", resume=True, **kwargs)
+    assert (out / "metrics.csv").read_bytes() == before  # nothing touched
+
+
+def test_resume_refuses_a_corrupt_checkpoint(tmp_path):
+    out = _crash(tmp_path, "run", crash_at=3)
+    record = out / "checkpoint" / "checkpoint.json"
+    record.write_bytes(record.read_bytes()[:-30])
+    with pytest.raises(CheckpointError, match=r"checkpoint\.json is corrupt"):
+        _run(tmp_path, "run", resume=True)
+
+
+def test_resume_refuses_metrics_that_lost_checkpointed_rows(tmp_path):
+    out = _crash(tmp_path, "run", crash_at=4)
+    metrics = out / "metrics.csv"
+    metrics.write_bytes(metrics.read_bytes()[:-20])
+    with pytest.raises(CheckpointError, match=r"metrics.csv does not hold the rows"):
+        _run(tmp_path, "run", resume=True)
+
+
+def test_progress_bar_only_when_asked(capsys):
+    simulate(FakeScenario(), rounds=3)
+    assert capsys.readouterr().err == ""
+    simulate(FakeScenario(), rounds=3, progress=True)
+    err = capsys.readouterr().err
+    assert "fake" in err and "3/3" in err
