@@ -69,3 +69,25 @@ def test_validate_reports_every_bad_file(capsys):
     err = capsys.readouterr().err.splitlines()
     assert status == 2
     assert len(err) == len(bad) and all(line.startswith("error: ") for line in err)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"scenario": "nope"}, "unknown scenario 'nope'"),
+        ({"scenario": "school_assignment", "bogus": 3}, "bogus: unknown key; did you mean"),
+        ({"scenario": "school_assignment", "world__cohort_size": -5}, "world.cohort_size"),
+        (
+            {"scenario": "school_assignment", "populations__students__participation": 1.5},
+            "populations.students.participation",
+        ),
+    ],
+)
+def test_gymnasium_make_kwargs_get_typed_one_line_errors(kwargs, expected):
+    import gymnasium as gym
+
+    import recourse_sim.env  # noqa: F401  (registers the IDs)
+
+    with pytest.raises(RecourseSimError, match=re.escape(expected)) as info:
+        gym.make("recourse_sim/Recourse-v0", **kwargs)
+    assert "\n" not in str(info.value)

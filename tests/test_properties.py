@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agents import make_strategy
 from recourse_sim import load_scenario, simulate
 from recourse_sim.learners import LogisticRegression
 from recourse_sim.recourse import ActionSet, collective_recourse, individual_recourse
@@ -87,3 +90,38 @@ def test_simulate_is_deterministic_and_metrics_in_range(epsilon, participation, 
         assert values.between(0.0, 1.0).all(), column
     assert (first["mean_cost"].dropna() >= 0).all()
     assert (first["mean_cost"].dropna() <= epsilon + 1e-9).all()
+
+
+def _spec(strategy: str, participation: float) -> SimpleNamespace:
+    """The fields of a scenario population block that the strategies read."""
+    return SimpleNamespace(
+        strategy=strategy,
+        participation=participation,
+        method="pgd",
+        steps=10,
+        horizon=1,
+        solver="pgd",
+        groups=None,
+        labels=None,
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(action_sets(3), st.integers(0, 10**6), st.floats(0.0, 1.0))
+def test_every_population_strategy_stays_in_its_action_set(action_set, seed, share):
+    X, y, model = _problem(seed)
+    rng = np.random.default_rng(seed)
+    mask = rng.random(len(X)) < share
+    individual = make_strategy("seekers", _spec("individual", share), action_set)
+    delta = individual.act(model, X, mask, 1, rng).delta
+    assert action_set.contains(X, delta).all()
+    assert np.all(delta[~mask] == 0)
+    n_actionable = int(action_set.actionable.sum())
+    for name, action in (
+        ("collective_oar", None),
+        ("controlled", rng.uniform(-1, 1, size=(2, n_actionable))),
+    ):
+        strategy = make_strategy(name, _spec(name, share), action_set)
+        delta = strategy.act(model, X, y, mask, X[:3], 1, action=action)
+        assert action_set.contains(X, delta).all(), name
+        assert np.all(delta[~mask] == 0), name
