@@ -81,8 +81,8 @@ def plot_dynamics(
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-        if column == "mean_cost":
-            ax.set_ylim(bottom=0)
+        if column == "mean_cost":  # headroom: costs often sit exactly at the budget
+            ax.set_ylim(0, 1.08 * max(ax.get_ylim()[1], 1e-9))
         else:  # rates: the whole [0, 1] range, so runs and panels compare at a glance
             ax.set_ylim(-0.02, 1.02)
     for ax in axes[1]:
