@@ -3,31 +3,15 @@ the issue's keys with the right types. Timings are not asserted (shared machines
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "analyses" / "benchmark.py"
-
 
 @pytest.fixture(scope="module")
-def benchmark():
-    """The benchmark script as a module (analyses/ is not part of the installed package)."""
-    if not SCRIPT.exists():
-        pytest.skip("analyses/benchmark.py is not in this checkout")
-    spec = importlib.util.spec_from_file_location("benchmark_analysis", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
+def benchmark(analysis_script):
+    return analysis_script("benchmark")
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

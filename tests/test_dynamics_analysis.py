@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "analyses" / "dynamics.py"
-
 
 @pytest.fixture(scope="module")
-def dynamics():
-    """The analysis script as a module (analyses/ is not part of the installed package)."""
-    if not SCRIPT.exists():
-        pytest.skip("analyses/dynamics.py is not in this checkout")
-    spec = importlib.util.spec_from_file_location("dynamics_analysis", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
+def dynamics(analysis_script):
+    return analysis_script("dynamics")
 
 
 @pytest.mark.slow  # ~10 s on a loaded machine: 12 short runs plus the torch import

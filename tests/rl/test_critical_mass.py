@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "analyses" / "critical_mass.py"
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("critical_mass", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def cm(analysis_script):
+    return analysis_script("critical_mass")
 
 
 def _table(gains: dict[float, list[float]], noise: float = 0.01) -> pd.DataFrame:
@@ -39,8 +30,7 @@ def _table(gains: dict[float, list[float]], noise: float = 0.01) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def test_critical_alpha_is_the_first_whose_gain_is_large_and_clear():
-    cm = _script()
+def test_critical_alpha_is_the_first_whose_gain_is_large_and_clear(cm):
     table = _table({0.5: [0.01, 0.02, 0.05, 0.2], 0.99: [0.0, 0.0, 0.01, 0.04]})
     summary = cm._summary(table, min_gain=0.03)
     critical = summary.groupby("homophily")[["critical_alpha", "critical_participant_share"]]
@@ -53,13 +43,11 @@ def test_critical_alpha_is_the_first_whose_gain_is_large_and_clear():
     assert at.loc[(0.5, 1.0), "gain"] == pytest.approx(0.2)
 
 
-def test_a_gain_within_the_noise_is_not_critical():
-    cm = _script()
+def test_a_gain_within_the_noise_is_not_critical(cm):
     summary = cm._summary(_table({0.5: [0.0, 0.0, 0.0, 0.04]}, noise=0.1), min_gain=0.03)
     assert np.isnan(summary["critical_alpha"]).all()
 
 
-def test_no_gain_no_critical_mass():
-    cm = _script()
+def test_no_gain_no_critical_mass(cm):
     summary = cm._summary(_table({0.8: [0.0, 0.0, 0.0, 0.0]}))
     assert np.isnan(summary["critical_alpha"]).all()

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 pytest.importorskip("stable_baselines3")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "analyses" / "train_coordinator.py"
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("train_coordinator", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def tc(analysis_script):
+    return analysis_script("train_coordinator")
 
 
 @pytest.mark.slow
-def test_quick_run_writes_the_comparison_table(tmp_path):
-    tc = _script()
+def test_quick_run_writes_the_comparison_table(tc, tmp_path):
     args = tc.Args(
         scenarios=("coordination_toy",),
         timesteps=(200,),
@@ -47,7 +38,6 @@ def test_quick_run_writes_the_comparison_table(tmp_path):
     assert summary["ppo"]["timesteps"] == {"coordination_toy": 200}
 
 
-def test_args_need_one_budget_per_scenario(tmp_path):
-    tc = _script()
+def test_args_need_one_budget_per_scenario(tc, tmp_path):
     with pytest.raises(SystemExit, match="one number per scenario"):
         tc.main(tc.Args(scenarios=("coordination_toy",), timesteps=(100, 200), out=tmp_path))
