@@ -1,9 +1,9 @@
 """Who acts in the world: population strategies, social graphs and coordination policies.
 
-``REGISTRY`` maps each strategy name a scenario may use to its class:
-``truthful``, ``individual``, ``collective_oar`` and ``controlled``. `agents.policies`
-holds the analytic coordination policies of a controlled collective (``BASELINES``:
-``none``, ``individual``, ``oar``, ``optimum``) and `agents.training` trains one with
+``REGISTRY`` maps each strategy name a scenario may use to its class: ``truthful``,
+``individual``, ``collective_oar``, ``controlled`` and ``genre``. `agents.policies` holds
+the analytic coordination policies of a controlled collective (``BASELINES``: ``none``,
+``individual``, ``oar``, ``optimum``) and `agents.training` trains one with
 stable-baselines3's PPO (the ``rl`` extra).
 """
 
@@ -19,6 +19,7 @@ from agents.strategies import (
     REGISTRY,
     CollectiveOAR,
     Controlled,
+    GenreRecourse,
     Individual,
     IndividualResult,
     Strategy,
@@ -32,6 +33,7 @@ __all__ = [
     "AnalyticPolicy",
     "CollectiveOAR",
     "Controlled",
+    "GenreRecourse",
     "Individual",
     "IndividualResult",
     "SocialGraph",

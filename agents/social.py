@@ -45,12 +45,14 @@ class SocialGraph:
         """From the endpoints of undirected edges (self-loops and duplicates removed)."""
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         keep = a != b
-        lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
-        key = np.unique(lo * n + hi)
-        lo, hi = key // n, key % n
-        rows, cols = np.concatenate([lo, hi]), np.concatenate([hi, lo])
-        order = np.lexsort((cols, rows))
-        rows, cols = rows[order], cols[order]
+        a, b = a[keep], b[keep]
+        # both directions of every edge as one sorted key row * n + col: one sort orders
+        # the CSR by row then neighbour, and equal neighbours (duplicates) end up adjacent
+        key = np.sort(np.concatenate([a * n + b, b * n + a]))
+        first = np.ones(len(key), bool)
+        first[1:] = key[1:] != key[:-1]
+        key = key[first]
+        rows, cols = key // n, key % n
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
         return cls(n=n, indptr=indptr, indices=cols)
 

@@ -24,12 +24,14 @@ import numpy as np
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import Learner
 from recourse_sim.recourse import ActionSet
+from recourse_sim.recourse.individual import RecourseResult
 from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
     "REGISTRY",
     "CollectiveOAR",
     "Controlled",
+    "GenreRecourse",
     "Individual",
     "IndividualResult",
     "Strategy",
@@ -50,6 +52,7 @@ class Strategy:
 
     name: ClassVar[str]
     stage: ClassVar[str] = "none"  # "none", "decision" or "training"
+    learns: ClassVar[bool] = False  # has state beyond its scenario block (`get_state`)
 
     def __init__(self, population: str, spec, action_set: ActionSet):
         self.population = population
@@ -69,6 +72,24 @@ class Strategy:
         if self.spec.labels is not None:
             mask &= np.isin(labels, self.spec.labels)
         return mask
+
+    def participants(self, seekers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Which eligible seekers try this round: each with probability α."""
+        return np.asarray(seekers, bool) & (rng.random(len(seekers)) < self.spec.participation)
+
+    def observe(self, learner: Learner, X: np.ndarray, y: np.ndarray) -> None:
+        """Called after each model update with the rows it was trained on (as reported).
+
+        A no-op; strategies that learn from what the deployed model sees override it.
+        """
+
+    def get_state(self) -> dict:
+        """What the strategy has learnt, as numpy arrays, numbers, strings and containers
+        of these (for checkpoints); empty for strategies that learn nothing."""
+        return {}
+
+    def set_state(self, state: dict) -> None:
+        """Restore `get_state`'s output exactly."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.population!r}, epsilon={self.action_set.epsilon})"
@@ -102,7 +123,7 @@ class Individual(Strategy):
         from recourse_sim.recourse import individual_recourse
 
         n = len(X)
-        tried = np.asarray(seekers, bool) & (rng.random(n) < self.spec.participation)
+        tried = self.participants(seekers, rng)
         delta, cost = np.zeros_like(X), np.zeros(n)
         if tried.any() and self.action_set.epsilon > 0:
             res = individual_recourse(
@@ -115,6 +136,181 @@ class Individual(Strategy):
             )
             delta[tried], cost[tried] = res.delta, res.cost
         return IndividualResult(delta=delta, tried=tried, cost=cost)
+
+
+class GenreRecourse(Strategy):
+    """Rejected people follow recourse sampled from GenRe, refit on what the model sees.
+
+    GenRe (`recourse_sim.recourse.GenRe`) learns where people like x ended up with a
+    confidently favourable, truly favourable outcome. Each eligible rejected person
+    takes part with probability α, draws ``samples`` candidates x⁺, projects each change
+    x⁺ − x into the action set and budget, and reports the one the deployed model
+    scores highest.
+
+    Training data: a buffer of the latest ``memory`` rows the deployed model was trained
+    on (`observe`; with selective labels only approved people's rows). The model is
+    refit every ``retrain_every`` rounds, the first time before the first round on the
+    learner's remembered rows (its history, for ``refit`` and ``window`` rules): the
+    environment hands strategies nothing at reset. A learner without memory (``sgd``)
+    gives nothing to fit on, so nobody acts in round 1; until a fit succeeds, every
+    round tries again. When a refit finds no source or target (e.g. no observed row is
+    both unfavourable and scored ≤ 0.5) the previous model stays.
+
+    Features are standardised by the training rows' spread, so ``lam`` is per standard
+    deviation; GenRe's pairing matches no feature exactly (changes to immutable features
+    are removed by the projection). All randomness (fit and sampling seeds,
+    participation) comes from the environment's generator.
+    """
+
+    name = "genre"
+    stage = "decision"
+    learns = True
+
+    def __init__(self, population: str, spec, action_set: ActionSet):
+        super().__init__(population, spec, action_set)
+        d = action_set.n_features
+        self._X = np.zeros((0, d))  # observed training rows, the latest `memory`
+        self._y = np.zeros(0, dtype=np.int64)
+        self.rounds_observed = 0  # updates observed so far
+        self.fitted_at: int | None = None  # rounds_observed at the last (attempted) fit
+        self.fits = 0  # successful fits
+        self.model = None  # the GenRe model, once fitted
+        self._centre = np.zeros(d)  # standardisation of the last fit's rows
+        self._scale = np.ones(d)
+
+    @property
+    def buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The observed rows kept for refits: (X, y), oldest first."""
+        return self._X, self._y
+
+    def observe(self, learner: Learner, X: np.ndarray, y: np.ndarray) -> None:
+        """Keep the latest ``memory`` training rows; count the update."""
+        self._remember(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64))
+        self.rounds_observed += 1
+
+    def _remember(self, X: np.ndarray, y: np.ndarray) -> None:
+        keep = self.spec.memory
+        self._X = np.concatenate([self._X, X])[-keep:]
+        self._y = np.concatenate([self._y, y])[-keep:]
+
+    def _due(self) -> bool:
+        # without a model, every round tries again (a failed fit costs next to nothing)
+        return self.model is None or (
+            self.rounds_observed - self.fitted_at >= self.spec.retrain_every
+        )
+
+    def _fit(self, learner: Learner, goal: int, rng: np.random.Generator) -> None:
+        """Refit GenRe on the buffer (the learner's memory before anything was observed)."""
+        from recourse_sim.recourse import GenRe
+
+        seed = int(rng.integers(2**63 - 1))
+        if self.rounds_observed == 0 and not len(self._X):
+            memory = getattr(learner, "state_", {})
+            if "X_mem" in memory:
+                self._remember(
+                    memory["X_mem"].numpy().astype(np.float64),
+                    memory["y_mem"].numpy().astype(np.int64),
+                )
+        self.fitted_at = self.rounds_observed
+        X, y = self._X, self._y
+        if not len(X):
+            return
+        centre, spread = X.mean(0), X.std(0)
+        scale = np.where(spread > 0, spread, 1.0)
+        model = GenRe(
+            n_layers=self.spec.layers,
+            epochs=self.spec.epochs,
+            batch_size=64,  # the observed sources are a few hundred: several steps per pass
+            lam=self.spec.lam,
+            gamma=self.spec.gamma,
+            top_k=100,
+            dropout=0.0,
+            random_state=seed,
+        )
+        try:
+            model.fit(
+                (X - centre) / scale,
+                (y == goal).astype(np.int64),
+                _scorer(learner, goal, centre, scale),
+            )
+        except ConfigError:
+            return  # no source or no target in these rows: keep the previous model
+        self.model, self._centre, self._scale = model, centre, scale
+        self.fits += 1
+
+    def act(
+        self,
+        learner: Learner,
+        X: np.ndarray,
+        seekers: np.ndarray,
+        goal: int,
+        rng: np.random.Generator,
+    ) -> IndividualResult:
+        """Each eligible seeker tries with probability α; returns their perturbations."""
+        n = len(X)
+        tried = self.participants(seekers, rng)
+        if self._due():
+            self._fit(learner, goal, rng)
+        delta, cost = np.zeros_like(X), np.zeros(n)
+        if self.model is None:
+            return IndividualResult(delta=delta, tried=np.zeros(n, bool), cost=cost)
+        seed = int(rng.integers(2**63 - 1))
+        if tried.any() and self.action_set.epsilon > 0:
+            res = self._recourse(learner, X[tried], goal, seed)
+            delta[tried], cost[tried] = res.delta, res.cost
+        return IndividualResult(delta=delta, tried=tried, cost=cost)
+
+    def _recourse(self, learner: Learner, X: np.ndarray, goal: int, seed: int):
+        """Best-of-k GenRe recourse for rows X (original units), projected into the
+        action set."""
+        centre, scale = self._centre, self._scale
+        Z = (X - centre) / scale
+        samples = self.model.sample(
+            Z, self.spec.samples, temperature=self.spec.temperature, random_state=seed
+        )
+        n, k, d = samples.shape
+        change = (samples * scale + centre - X[:, None, :]).reshape(n * k, d)
+        rows = np.repeat(X, k, axis=0)
+        change = np.asarray(self.action_set.project(rows, change))
+        score = learner.predict_proba(rows + change)[:, goal].reshape(n, k)
+        best = change.reshape(n, k, d)[np.arange(n), score.argmax(1)]
+        cost = np.asarray(self.action_set.cost(best))
+        chosen = score.max(1)
+        return RecourseResult(
+            delta=best, loss=-np.log(np.clip(chosen, 1e-300, None)), success=chosen > 0.5, cost=cost
+        )
+
+    def get_state(self) -> dict:
+        state = {
+            "X": self._X.copy(),
+            "y": self._y.copy(),
+            "rounds_observed": self.rounds_observed,
+            "fitted_at": -1 if self.fitted_at is None else self.fitted_at,
+            "fits": self.fits,
+        }
+        if self.model is not None:
+            state["model"] = self.model.get_state()
+            state["centre"], state["scale"] = self._centre.copy(), self._scale.copy()
+        return state
+
+    def set_state(self, state: dict) -> None:
+        from recourse_sim.recourse import GenRe
+
+        self._X = np.array(state["X"], dtype=np.float64).reshape(-1, self.action_set.n_features)
+        self._y = np.array(state["y"], dtype=np.int64)
+        self.rounds_observed = int(state["rounds_observed"])
+        fitted_at = int(state["fitted_at"])
+        self.fitted_at = None if fitted_at < 0 else fitted_at
+        self.fits = int(state["fits"])
+        self.model = GenRe.from_state(state["model"]) if "model" in state else None
+        if self.model is not None:
+            self._centre = np.array(state["centre"], dtype=np.float64)
+            self._scale = np.array(state["scale"], dtype=np.float64)
+
+
+def _scorer(learner: Learner, goal: int, centre: np.ndarray, scale: np.ndarray):
+    """h(z) = P(goal | x) of the deployed model on standardised rows z = (x − centre) / scale."""
+    return lambda Z: learner.predict_proba(Z * scale + centre)[:, goal]
 
 
 class CollectiveOAR(Strategy):
@@ -207,9 +403,9 @@ class Controlled(Strategy):
 
 
 REGISTRY: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Truthful, Individual, CollectiveOAR, Controlled)
+    cls.name: cls for cls in (Truthful, Individual, CollectiveOAR, Controlled, GenreRecourse)
 }
-"""Strategy classes by name. ``genre`` joins once GenRe recourse exists."""
+"""Strategy classes by name."""
 
 assert tuple(REGISTRY) == STRATEGIES, "the scenario schema and the registry must agree"
 

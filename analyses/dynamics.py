@@ -1,4 +1,4 @@
-"""Long-term outcome dynamics: no recourse, individual only, collective OAR, and both.
+"""Long-term outcome dynamics: no recourse, individual only, collective OAR, both, GenRe.
 
 Two bundled scenarios are run for many rounds and seeds under four *arms*, each an
 override of the populations' participation α (the scenario file is not touched):
@@ -16,6 +16,13 @@ The populations are found by strategy (``individual`` / ``collective_oar``): in
 ``school_assignment`` they are ``students`` and ``h1_students``, in ``lending_fico``
 ``applicants`` and ``black_borrowers``. Every arm runs the same seeds, so arm
 differences are paired (same starting world and first model per seed).
+
+``lending_fico`` has a fifth arm, ``genre``: the ``individual`` arm with the individual
+population switched to the ``genre`` strategy (same groups, labels, budget ε,
+monotonicity and α): rejected applicants follow a GenRe sample (Garg, Nagalapatti &
+Sarawagi) projected into their action set, the GenRe model refit every
+``GENRE["retrain_every"]`` rounds on the loans the bank observed, instead of moving
+along the model's gradient (PGD).
 
 * ``school_assignment``: the query group S (high-achieving N2 students) is the group
   ``query``; its ``acceptance_rate`` is its H1-assignment rate. The issue's claim:
@@ -45,6 +52,9 @@ Outputs in --out (default ``analyses/results``):
 ``dynamics_lending_rules.png``      outcome curve Δμ vs selection rate; scores over rounds
 ``dynamics.md``                     the key numbers and the wall time
 
+(the lending CSV and PNG include the ``genre`` arm, and ``dynamics.md`` compares it with
+``individual``.)
+
     python analyses/dynamics.py [--quick] [--out DIR] [--scenarios school_assignment
         lending_fico] [--rounds N] [--seeds K] [--workers W]
 """
@@ -52,6 +62,7 @@ Outputs in --out (default ``analyses/results``):
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -89,10 +100,39 @@ ARM_COLOURS = {
     "individual": "tab:blue",
     "collective": "tab:red",
     "both": "tab:purple",
+    "genre": "tab:green",
 }
 
 # The population strategies an arm switches off.
 INDIVIDUAL_STRATEGIES = ("individual",)
+
+# The GenRe arm: scenarios that have it and the genre population's settings (small and
+# few refits: a run fits GenRe rounds / retrain_every times, ~1 s each). The memory
+# keeps every row the refit bank has seen, the history included: the observed loans
+# alone (approved at P(repay) >= 0.8) hold no GenRe source (a default the model scores
+# <= 0.5), so a buffer of only those could never refit.
+GENRE_ARM = "genre"
+GENRE_SCENARIOS = ("lending_fico",)
+GENRE = {
+    "retrain_every": 10,
+    "memory": 100_000,
+    "epochs": 30,
+    "layers": 1,
+    "samples": 10,
+    "temperature": 10.0,
+    # targets: repaid loans the bank scores above 0.85, i.e. clearly above its 0.8 threshold
+    "gamma": 0.85,
+}
+# The fields of an individual population that the genre population keeps.
+SHARED_POPULATION_FIELDS = (
+    "groups",
+    "labels",
+    "participation",
+    "epsilon",
+    "actionable",
+    "increase_only",
+    "decrease_only",
+)
 COLLECTIVE_STRATEGIES = ("collective_oar", "controlled")
 
 # Decision rules of the lending comparison: thresholds on the model's P(repay).
@@ -107,7 +147,7 @@ class Args:
     """Command-line arguments of the dynamics analysis."""
 
     scenarios: tuple[str, ...] = SCENARIOS
-    """Bundled scenarios to run the four arms on (the rule comparison runs with lending_fico)."""
+    """Bundled scenarios to run the arms on (the rule comparison runs with lending_fico)."""
     rounds: int = 50
     """Rounds per run (school years, loan periods)."""
     seeds: int = 10
@@ -156,8 +196,16 @@ def population_names(scenario: Scenario, strategies: Sequence[str]) -> list[str]
     return [name for name, pop in scenario.populations.items() if pop.strategy in strategies]
 
 
+def arms(name: str) -> list[str]:
+    """The arms run on scenario `name`."""
+    return [*ARMS, GENRE_ARM] if name in GENRE_SCENARIOS else list(ARMS)
+
+
 def arm_overrides(scenario: Scenario, arm: str) -> tuple[str, ...]:
-    """Overrides switching off the populations `arm` leaves out (participation 0)."""
+    """Overrides switching off the populations `arm` leaves out (participation 0); the
+    genre arm also turns the individual populations into genre ones."""
+    if arm == GENRE_ARM:
+        return (*arm_overrides(scenario, "individual"), *genre_overrides(scenario))
     individual_on, collective_on = ARMS[arm]
     off = []
     if not individual_on:
@@ -165,6 +213,17 @@ def arm_overrides(scenario: Scenario, arm: str) -> tuple[str, ...]:
     if not collective_on:
         off += population_names(scenario, COLLECTIVE_STRATEGIES)
     return tuple(f"populations.{name}.participation=0" for name in off)
+
+
+def genre_overrides(scenario: Scenario) -> tuple[str, ...]:
+    """Overrides replacing each individual population by a genre population with the
+    same eligibility, budget, monotonicity and participation."""
+    out = []
+    for name in population_names(scenario, INDIVIDUAL_STRATEGIES):
+        pop = scenario.populations[name].model_dump(mode="json")
+        block = {"strategy": "genre", **{k: pop[k] for k in SHARED_POPULATION_FIELDS}, **GENRE}
+        out.append(f"populations.{name}={json.dumps(block)}")  # JSON is YAML
+    return tuple(out)
 
 
 def run_job(job: Job) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -209,11 +268,11 @@ def run_all(jobs: list[Job], workers: int) -> list[tuple[pd.DataFrame, pd.DataFr
 
 
 def arm_jobs(name: str, args: Args) -> list[Job]:
-    """The four arms × seeds of one scenario."""
+    """The arms × seeds of one scenario."""
     scenario = load_scenario(name)
     return [
         Job(name, seed, args.rounds, arm_overrides(scenario, arm), (("arm", arm),))
-        for arm in ARMS
+        for arm in arms(name)
         for seed in range(args.seed, args.seed + args.seeds)
     ]
 
@@ -372,7 +431,7 @@ def plot_arms(
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows), squeeze=False)
     for ax, (group, metric, label) in zip(axes.flat, panels, strict=False):
-        for arm in ARMS:
+        for arm in dict.fromkeys(frame["arm"].dropna()):
             sub = frame[(frame["arm"] == arm) & (frame["group"] == group)]
             if len(sub) and sub[metric].notna().any():
                 band(ax, sub, metric, ARM_COLOURS[arm], arm)
@@ -532,7 +591,8 @@ def lending_report(frame: pd.DataFrame, initial: pd.DataFrame, args: Args) -> li
     lo, hi = last_rounds(frame, args.last)
     final = int(frame["round"].max())
     groups = [g for g in dict.fromkeys(frame["group"]) if g not in ("query", "all")]
-    lines = ["## lending_fico: the four arms", ""]
+    arms_run = list(dict.fromkeys(frame["arm"]))
+    lines = [f"## lending_fico: the {len(arms_run)} arms", ""]
     lines += [
         f"Mean score (FICO points) before round 1, after round {final}, and acceptance "
         f"(%, rounds {lo}-{hi}); mean ± sd over seeds.",
@@ -541,7 +601,7 @@ def lending_report(frame: pd.DataFrame, initial: pd.DataFrame, args: Args) -> li
         "|---|---|---|---|---|---|",
     ]
     start = initial.drop_duplicates(["seed", "group"]).set_index(["seed", "group"])["mean_score"]
-    for arm in ARMS:
+    for arm in arms_run:
         for g in [*groups, "query"]:
             sub = frame[(frame["arm"] == arm) & (frame["group"] == g)]
             acc = mean_sd(
@@ -560,6 +620,56 @@ def lending_report(frame: pd.DataFrame, initial: pd.DataFrame, args: Args) -> li
         "Rounds in which the retrained model approved every applicant: "
         f"{everyone_approved(frame, ['arm', 'seed'])}.",
     ]
+    if GENRE_ARM in arms_run:
+        lines += ["", *genre_report(frame, initial, args)]
+    return lines
+
+
+def genre_report(frame: pd.DataFrame, initial: pd.DataFrame, args: Args) -> list[str]:
+    """Markdown lines comparing the genre arm with the individual (PGD) arm."""
+    lo, hi = last_rounds(frame, args.last)
+    final = int(frame["round"].max())
+    groups = [g for g in dict.fromkeys(frame["group"]) if g not in ("query", "all")]
+    lines = ["### Rejected applicants following GenRe vs their own gradient step (PGD)", ""]
+    lines += [
+        f"All rounds 1-{final}, everyone: applicants seeking recourse per round, the share "
+        "of them the final reports got approved (recourse success), their mean cost; "
+        f"acceptance %, rounds {lo}-{hi}. GenRe settings: "
+        + ", ".join(f"{k} {v}" for k, v in GENRE.items())
+        + ". Mean ± sd over seeds.",
+        "",
+        "| arm | seekers / round | recourse success % | mean cost | acceptance % |",
+        "|---|---|---|---|---|",
+    ]
+    everyone = frame[frame["group"] == "all"]
+    for arm in ("individual", GENRE_ARM):
+        sub = everyone[everyone["arm"] == arm]
+        per_seed = sub.groupby("seed")
+        late = sub[sub["round"].between(lo, hi)].groupby("seed")["acceptance_rate"].mean()
+        lines.append(
+            f"| {arm} | {mean_sd(per_seed['n_seekers'].mean())} | "
+            f"{mean_sd(per_seed['recourse_success_rate'].mean(), 100)} | "
+            f"{mean_sd(per_seed['mean_cost'].mean(), 1, 3)} | {mean_sd(late, 100)} |"
+        )
+    lines += [
+        "",
+        f"Paired differences genre − individual (same seed): Δμ after {final} rounds "
+        f"(FICO points) and acceptance (percentage points, rounds {lo}-{hi}):",
+        "",
+        "| group | Δμ difference | acceptance difference |",
+        "|---|---|---|",
+    ]
+    start = initial.drop_duplicates(["seed", "group"]).set_index(["seed", "group"])["mean_score"]
+    for g in [*groups, "query"]:
+        acc = per_seed_mean(frame, g, "acceptance_rate", (lo, hi))
+        acc_diff = mean_sd((acc[GENRE_ARM] - acc["individual"]).to_numpy(), 100)
+        if g == "query":
+            lines.append(f"| {g} | | {acc_diff} |")
+            continue
+        end = per_seed_mean(frame, g, "mean_score", (final, final))
+        s0 = start.xs(g, level="group").reindex(end.index)
+        mu = (end[GENRE_ARM] - s0) - (end["individual"] - s0)
+        lines.append(f"| {g} | {mean_sd(mu.to_numpy())} | {acc_diff} |")
     return lines
 
 
@@ -622,7 +732,7 @@ def run(args: Args) -> dict[str, pd.DataFrame]:
     started = time.perf_counter()
     tables: dict[str, pd.DataFrame] = {}
     report = [
-        "# Long-term dynamics: no recourse, individual, collective OAR, both",
+        "# Long-term dynamics: no recourse, individual, collective OAR, both (and GenRe)",
         "",
         f"Command: `python analyses/dynamics.py{' --quick' if args.quick else ''} "
         f"--rounds {args.rounds} --seeds {args.seeds} --scenarios {' '.join(args.scenarios)}`; "

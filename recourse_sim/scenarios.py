@@ -19,8 +19,9 @@ A scenario declares:
                  that guarantees recourse, recomputed each round);
 ``labels``       which outcomes the learner observes (selective labels);
 ``query``        the group the collectives act for;
-``populations``  who acts and how: ``truthful``, ``individual``, ``collective_oar`` or
-                 ``controlled`` (driven by the environment's action);
+``populations``  who acts and how: ``truthful``, ``individual``, ``genre`` (rejected
+                 people follow a GenRe sample), ``collective_oar`` or ``controlled``
+                 (driven by the environment's action);
 ``reward``       the weight of cost in the environment's reward;
 ``rounds``       the default number of rounds;
 ``multi_agent``  several ``controlled`` populations, each its own agent (only in the
@@ -65,6 +66,7 @@ __all__ = [
     "FeatureRules",
     "FicoWorld",
     "GaussianWorld",
+    "GenrePopulation",
     "IndividualPopulation",
     "LabelRule",
     "LearnerSpec",
@@ -82,7 +84,7 @@ __all__ = [
     "scenario_path",
 ]
 
-STRATEGIES: tuple[str, ...] = ("truthful", "individual", "collective_oar", "controlled")
+STRATEGIES: tuple[str, ...] = ("truthful", "individual", "collective_oar", "controlled", "genre")
 """Population strategies a scenario may name (the registry in `agents` implements them)."""
 
 DATASETS = ("adult", "compas", "german", "iris", "digits")
@@ -91,6 +93,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
+GenreGamma = Annotated[float, Field(ge=0.5, lt=1.0)]  # GenRe's gamma: in [0.5, 1)
 
 
 class _Model(BaseModel):
@@ -513,6 +516,23 @@ class IndividualPopulation(_Population):
     steps: PositiveInt = 20  # gradient steps (pgd, wachter)
 
 
+class GenrePopulation(_Population):
+    """Rejected people follow a recourse sampled from GenRe (Garg, Nagalapatti & Sarawagi),
+    a generative model of where similar people ended up favourably, refit every few
+    rounds on the rows the deployed model trains on; the sample is projected into the
+    population's action set and budget."""
+
+    strategy: Literal["genre"]
+    retrain_every: PositiveInt = 5  # rounds between refits of the GenRe model (rounds)
+    memory: PositiveInt = 2000  # latest observed training rows kept for refits (rows)
+    epochs: PositiveInt = 30  # passes over GenRe's sources per refit (minibatches of 64 pairs)
+    layers: PositiveInt = 1  # transformer layers in GenRe's encoder and, separately, decoder
+    samples: PositiveInt = 10  # best-of-k: samples drawn per person, the model's favourite kept
+    temperature: Positive = 10.0  # tau: multiplies GenRe's logits (larger: nearer the mode)
+    lam: NonNegative = 5.0  # lambda of GenRe's pairing, per standard deviation of l1 distance
+    gamma: GenreGamma = 0.7  # GenRe's targets: favourable rows the model scores above it
+
+
 class _Collective(_Population):
     # eligible by this round's decision
     decisions: Literal["any", "favourable", "unfavourable"] = "any"
@@ -537,7 +557,11 @@ class ControlledPopulation(_Collective):
 
 Population = Annotated[
     Union[  # noqa: UP007 (discriminated)
-        TruthfulPopulation, IndividualPopulation, CollectiveOarPopulation, ControlledPopulation
+        TruthfulPopulation,
+        IndividualPopulation,
+        CollectiveOarPopulation,
+        ControlledPopulation,
+        GenrePopulation,
     ],
     Field(discriminator="strategy"),
 ]

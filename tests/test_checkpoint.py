@@ -145,3 +145,46 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     atomic_write_text(tmp_path / "a.txt", "two\n")
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
     assert (tmp_path / "a.txt").read_text() == "two\n"
+
+
+# --------------------------------------------------------------------------- environments
+
+# A small lending_german_genre: GenRe is refit twice within four rounds.
+_GENRE_SMALL = [
+    "world.cohort_size=150",
+    "world.history_size=400",
+    "populations.applicants.retrain_every=2",
+    "populations.applicants.epochs=3",
+    "populations.applicants.memory=400",
+]
+
+
+def test_resume_with_a_genre_population_is_exact(tmp_path):
+    """The GenRe weights and buffer travel in the checkpoint (arrays only, no pickle), so
+    a resumed run writes the same bytes as an uninterrupted one."""
+    from recourse_sim import load_scenario, simulate
+
+    scenario = load_scenario("lending_german_genre", overrides=_GENRE_SMALL)
+    simulate(scenario, rounds=4, seed=2, out=tmp_path / "full")
+    simulate(scenario, rounds=2, seed=2, out=tmp_path / "part")
+    saved = load_checkpoint(tmp_path / "part" / "checkpoint")
+    assert saved is not None
+    genre = saved.state["strategies"]["applicants"]
+    assert genre["fits"] == 1 and isinstance(genre["model"]["config"], str)
+    assert all(isinstance(w, np.ndarray) for w in genre["model"]["weights"].values())
+    simulate(scenario, rounds=4, seed=2, out=tmp_path / "part", resume=True)
+    for name in ("metrics.csv",):
+        assert (tmp_path / "part" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+
+
+def test_a_checkpoint_without_the_genre_state_is_refused(tmp_path):
+    from recourse_sim.checkpoint import environment_state, restore_environment
+    from recourse_sim.env import RecourseEnv
+
+    env = RecourseEnv("lending_german_genre", world__cohort_size=100, world__history_size=300)
+    env.reset(seed=0)
+    state = environment_state(env)
+    assert "strategies" in state  # a genre population always has a state (its buffer)
+    state.pop("strategies")
+    with pytest.raises(CheckpointError, match="applicants"):
+        restore_environment(env, state)

@@ -13,15 +13,16 @@ def dynamics(analysis_script):
     return analysis_script("dynamics")
 
 
-@pytest.mark.slow  # ~10 s on a loaded machine: 12 short runs plus the torch import
+@pytest.mark.slow  # ~10 s on a loaded machine: 14 short runs plus the torch import
 def test_quick_run_writes_every_output(dynamics, tmp_path: Path) -> None:
     argv = ["--quick", "--rounds", "2", "--seeds", "1", "--workers", "1", "--out", str(tmp_path)]
     tables = dynamics.main(argv)
 
-    for name in ("school_assignment", "lending_fico"):
+    arms = {"none", "individual", "collective", "both"}
+    for name, extra in (("school_assignment", set()), ("lending_fico", {"genre"})):
         frame = pd.read_csv(tmp_path / f"dynamics_{name}.csv")
         assert list(frame.columns[:4]) == ["arm", "seed", "round", "group"]
-        assert set(frame["arm"]) == {"none", "individual", "collective", "both"}
+        assert set(frame["arm"]) == arms | extra
         assert sorted(frame["round"].unique()) == [1, 2]
         assert "query" in set(frame["group"])
         assert (tmp_path / f"dynamics_{name}.png").stat().st_size > 0
@@ -47,5 +48,10 @@ def test_quick_run_writes_every_output(dynamics, tmp_path: Path) -> None:
     assert (tmp_path / "dynamics_lending_rules_rounds.csv").exists()
     assert (tmp_path / "dynamics_lending_rules.png").exists()
 
+    # the genre arm: rejected applicants follow GenRe, nobody acts collectively
+    genre = lending[(lending["arm"] == "genre") & (lending["group"] == "all")]
+    assert genre["n_seekers"].sum() > 0 and genre["collective_participants"].sum() == 0
+
     report = (tmp_path / "dynamics.md").read_text(encoding="utf-8")
     assert "collective_minus_none" in report and "Wall time" in report
+    assert "GenRe vs their own gradient step" in report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -125,3 +126,41 @@ def test_every_population_strategy_stays_in_its_action_set(action_set, seed, sha
         delta = strategy.act(model, X, y, mask, X[:3], 1, action=action)
         assert action_set.contains(X, delta).all(), name
         assert np.all(delta[~mask] == 0), name
+
+
+@functools.cache
+def _genre_state() -> dict:
+    """A GenRe strategy fitted once on a 3-feature problem (its model and buffer)."""
+    X, _, model = _problem(0, n=120)
+    strategy = make_strategy("seekers", _genre_spec(1.0), ActionSet(3, epsilon=1.0))
+    strategy.act(model, X, model.predict(X) == 0, 1, np.random.default_rng(0))
+    assert strategy.model is not None
+    return strategy.get_state()
+
+
+def _genre_spec(participation: float) -> SimpleNamespace:
+    return SimpleNamespace(
+        **vars(_spec("genre", participation)),
+        retrain_every=10**6,  # the fitted model is reused: no refit inside an example
+        memory=500,
+        epochs=2,
+        layers=1,
+        samples=4,
+        temperature=10.0,
+        lam=5.0,
+        gamma=0.7,
+    )
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(action_sets(3), st.integers(0, 10**6), st.floats(0.0, 1.0))
+def test_genre_strategy_stays_in_its_action_set(action_set, seed, share):
+    X, _, model = _problem(seed)
+    rng = np.random.default_rng(seed)
+    seekers = rng.random(len(X)) < 0.7
+    strategy = make_strategy("seekers", _genre_spec(share), action_set)
+    strategy.set_state(_genre_state())
+    res = strategy.act(model, X, seekers, 1, rng)
+    assert action_set.contains(X, res.delta).all()
+    assert not (res.tried & ~seekers).any()
+    assert np.all(res.delta[~res.tried] == 0) and np.all(res.cost[~res.tried] == 0)

@@ -28,7 +28,7 @@ CONTRACT = {
     "oar_digits",
 }
 # bundled beyond the contract names, held to the same standard
-EXTRA = {"lending_german_pare"}
+EXTRA = {"lending_german_pare", "lending_german_genre"}
 
 
 def _write(tmp_path: Path, data: dict | str, name: str = "s.yaml") -> Path:
@@ -202,6 +202,37 @@ def test_negative_epsilon(tmp_path):
     assert "populations.h1.epsilon" in message and "-1.0" in message
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("retrain_every", 0),
+        ("memory", 0),
+        ("epochs", 1.5),
+        ("samples", "ten"),
+        ("lam", -1.0),
+        ("gamma", 1.0),
+    ],
+)
+def test_bad_genre_field_is_named(tmp_path, field, value):
+    data = _base()
+    data["populations"] = {"seekers": {"strategy": "genre", field: value}}
+    message = _error(tmp_path, data)
+    assert f"populations.seekers.{field}" in message and repr(value) in message
+
+
+def test_genre_defaults_are_documented_and_valid():
+    from recourse_sim.scenarios import GenrePopulation
+
+    spec = GenrePopulation(strategy="genre")
+    assert (spec.retrain_every, spec.memory, spec.epochs, spec.layers) == (5, 2000, 30, 1)
+    assert (spec.samples, spec.temperature, spec.lam, spec.gamma) == (10, 10.0, 5.0, 0.7)
+    source = inspect.getsource(GenrePopulation)
+    for name in GenrePopulation.model_fields:
+        if name not in ("strategy",) and name in source:
+            line = next(ln for ln in source.splitlines() if ln.strip().startswith(f"{name}:"))
+            assert "#" in line, name
+
+
 def test_zero_rounds(tmp_path):
     data = _base()
     data["rounds"] = 0
@@ -238,9 +269,9 @@ def test_unknown_group_name(tmp_path):
 
 def test_unknown_strategy_lists_the_valid_ones(tmp_path):
     data = _base()
-    data["populations"]["h1"] = {"strategy": "genre"}
+    data["populations"]["h1"] = {"strategy": "telepathy"}
     message = _error(tmp_path, data)
-    assert "populations.h1.strategy" in message and "'genre'" in message
+    assert "populations.h1.strategy" in message and "'telepathy'" in message
     for name in STRATEGIES:
         assert name in message
 

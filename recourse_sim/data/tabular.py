@@ -38,6 +38,11 @@ compas (6,172 rows of 7,214, filtered as ProPublica did: days_b_screening_arrest
     Actionable: priors_count, with no direction constraint, as in Ross et al.
     ("past" features are actionable by waiting and re-applying).
     Group: race (0 non-white, 1 white).
+compas_score (the same 6,172 rows in the CARLA benchmarks' encoding, used by GenRe's
+    Table 2; label 1 = a low COMPAS risk score, score_text 'Low')
+    age, two_year_recid, priors_count, length_of_stay, c_charge_degree_felony,
+    race_white, sex_male. Actionable: priors_count (either way), as for compas.
+    Group: race.
 german (1,000 rows; label 1 = good credit)
     duration (months), credit_amount (DM), installment_rate (percent of
     disposable income, coded 1-4), present_residence_since (years, coded 1-4),
@@ -248,7 +253,8 @@ def _load_adult() -> Dataset:
 COMPAS_FILE = "compas-two-years-reduced.csv.gz"
 
 
-def _load_compas() -> Dataset:
+def _read_compas() -> tuple[pd.DataFrame, pd.Series]:
+    """ProPublica's filtered rows and their length of stay in jail (whole days)."""
     with open_data_file(COMPAS_FILE) as stream:
         # Only empty cells are missing: "N/A" is a real score_text value to filter on.
         df = pd.read_csv(stream, keep_default_na=False, na_values=[""])
@@ -266,6 +272,12 @@ def _load_compas() -> Dataset:
         length_of_stay = stay.dt.days.clip(lower=0)
         if length_of_stay.isna().any():
             raise DataError(f"data file {COMPAS_FILE!r} is corrupt: missing jail dates")
+        _check_values(COMPAS_FILE, "score_text", df["score_text"], {"Low", "Medium", "High"})
+    return df, length_of_stay
+
+
+def _load_compas() -> Dataset:
+    df, length_of_stay = _read_compas()
     features = [
         _Feature("age", df["age"]),
         _Feature("priors_count", df["priors_count"], action="free"),
@@ -283,6 +295,29 @@ def _load_compas() -> Dataset:
         1 - df["two_year_recid"],
         target_name="no_two_year_recid",
         class_names=("recidivated within two years", "no recidivism within two years"),
+        group_feature="race_white",
+        group_name="race",
+        group_labels=("non-white", "white"),
+    )
+
+
+def _load_compas_score() -> Dataset:
+    df, length_of_stay = _read_compas()
+    features = [
+        _Feature("age", df["age"]),
+        _binary("two_year_recid", df["two_year_recid"] == 1),
+        _Feature("priors_count", df["priors_count"], action="free"),
+        _Feature("length_of_stay", length_of_stay),
+        _binary("c_charge_degree_felony", df["c_charge_degree"] == "F"),
+        _binary("race_white", df["race"] == "Caucasian"),
+        _binary("sex_male", df["sex"] == "Male"),
+    ]
+    return _assemble(
+        "compas_score",
+        features,
+        df["score_text"] == "Low",
+        target_name="low_risk_score",
+        class_names=("medium or high COMPAS risk score", "low COMPAS risk score"),
         group_feature="race_white",
         group_name="race",
         group_labels=("non-white", "white"),
@@ -386,6 +421,7 @@ def _load_digits() -> Dataset:
 _LOADERS: dict[str, Callable[[], Dataset]] = {
     "adult": _load_adult,
     "compas": _load_compas,
+    "compas_score": _load_compas_score,
     "digits": _load_digits,
     "german": _load_german,
     "iris": _load_iris,

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from agents import make_strategy, recruit
-from agents.strategies import Individual, Strategy
+from agents.strategies import Strategy
 from recourse_sim.env.metrics import RoundRecord, round_metrics
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -53,8 +53,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
        recomputed for the current model each round on a calibration sample of honest
        reports (never outcomes); a learner with ``recourse_loss_weight`` λ > 0 is fit
        and updated with their recourse loss over the scenario's actionable set.
-    3. **Individual recourse** — rejected members of ``individual`` populations move
-       their own reports within their action set (PGD, Wachter or linear); changes to
+    3. **Individual recourse** — rejected members of ``individual`` and ``genre``
+       populations move their own reports within their action set (PGD, Wachter or
+       linear; or the best of a few GenRe samples); changes to
        *causal* features also change their true features, changes to *proxy*
        features are gaming. Everyone is decided again on the final reports.
     4. **Outcomes** — true outcomes follow the true features; metrics are recorded.
@@ -251,14 +252,16 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def _recourse_budget(self, given: float | None = None) -> float:
         """Budget of the bank's recourse δ* (cost units): `given`, else
-        ``learner.recourse_budget``, else the largest budget of the individual populations
-        (the recourse seekers can afford), else 1."""
+        ``learner.recourse_budget``, else the largest budget of the populations that seek
+        recourse for themselves (``individual``, ``genre``), else 1."""
         if given is not None:
             return float(given)
         if self.scenario.learner.recourse_budget is not None:
             return float(self.scenario.learner.recourse_budget)
         budgets = [
-            p.epsilon for p in self.scenario.populations.values() if p.strategy == "individual"
+            p.epsilon
+            for p in self.scenario.populations.values()
+            if p.strategy in ("individual", "genre")
         ]
         return float(max(budgets)) if budgets else 1.0
 
@@ -376,7 +379,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         tried = np.zeros(len(X_rep), bool)
         cost = np.zeros(len(X_rep))
         for s in self.strategies:
-            if not isinstance(s, Individual):
+            if s.stage != "decision":
                 continue
             seekers = ~favourable_before & ~tried & s.select(c.group, c.y0, self.group_labels)
             res = s.act(learner, X_rep, seekers, fav_class, rng)
@@ -436,6 +439,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             pare_now["has_recourse_rate"] = self._has_recourse_rate(c.X)
         if len(X_train):
             learner.update(X_train, y_train)
+        for s in self.strategies:
+            s.observe(learner, X_train, y_train)
         self.world.after_round(c, X_true, favourable, y)
         # The next cohort is drawn before the query's success is measured so that a PARE
         # threshold can be recalibrated for the updated model first (the success is the
@@ -511,10 +516,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if rule.rule == "argmax":
             return proba.argmax(1) == self.favourable
         if rule.rule == "capacity":
-            places = round(rule.capacity * len(p))
-            order = np.argsort(-p, kind="stable")
-            out = np.zeros(len(p), bool)
-            out[order[:places]] = True
+            # the `places` most probable, ties in row order: the first `places` of a stable
+            # sort of −p, found by a partition (linear time) instead of the sort
+            places = min(round(rule.capacity * len(p)), len(p))
+            if places <= 0:
+                return np.zeros(len(p), bool)
+            cut = np.partition(p, len(p) - places)[len(p) - places]
+            out = p > cut
+            ties = np.flatnonzero(p == cut)
+            out[ties[: places - np.count_nonzero(out)]] = True
             return out
         if rule.rule == "pare":
             return p >= self._pare["decision_threshold"]

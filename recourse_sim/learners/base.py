@@ -54,12 +54,18 @@ def remember(
     float64. With ``window`` set, only the last ``window`` rounds are kept. Returns the
     new ``(X_mem, y_mem, round_sizes)``; gradients flow to every kept row of X.
     """
-    X_mem = torch.cat([state["X_mem"], X.to(torch.float64)])
-    y_mem = torch.cat([state["y_mem"], y.to(torch.float64)])
+    X_old, y_old = state["X_mem"], state["y_mem"]
     sizes = torch.cat([state["round_sizes"], torch.tensor([float(len(X))], dtype=torch.float64)])
     if window is not None and len(sizes) > window:
+        # drop the old rounds before concatenating: no copy of rows about to be dropped
         drop = int(sizes[:-window].sum().item())
-        X_mem, y_mem, sizes = X_mem[drop:], y_mem[drop:], sizes[-window:]
+        X_old, y_old, sizes = X_old[drop:], y_old[drop:], sizes[-window:]
+    X = X.to(torch.float64)
+    if len(X_old):
+        X_mem = torch.cat([X_old, X])
+    else:  # the new round alone: a copy only to detach the memory from the caller's array
+        X_mem = X if X.requires_grad else X.clone()
+    y_mem = torch.cat([y_old, y.to(torch.float64)])
     return X_mem, y_mem, sizes
 
 
@@ -103,6 +109,14 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
         """The online update θ⁺ = U(θ, X, y) as a differentiable torch map."""
 
+    def warm_update_fn(
+        self, state: State, X: torch.Tensor, y: torch.Tensor, start: State | None
+    ) -> State:
+        """`update_fn`, where `start` (a state from an update on nearby rows, or None)
+        may serve an iterative solver as its first iterate. Equal to `update_fn` up to
+        that solver's tolerance; by default `start` is ignored."""
+        return self.update_fn(state, X, y)
+
     @abstractmethod
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         """Parameters fitted from scratch on (X, y)."""
@@ -115,6 +129,16 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         """State entries that are model parameters (not memory); in a fixed order."""
         self._check_fitted()
         return tuple(self.state_)
+
+    def goal_loss_grad(
+        self, state: State, X: np.ndarray, goal: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-row goal cross-entropy −log p(goal | x) (probability clamped at 1e-300, as
+        `recourse_sim.recourse.individual.goal_loss`) and its gradient in x, on float64
+        numpy arrays (the state's entries may be torch tensors or their numpy views);
+        None (the default) where the learner has no closed form, so callers take
+        autograd through `proba_fn`."""
+        return None
 
     # -- scikit-learn surface ------------------------------------------------------
     def fit(self, X, y) -> Learner:

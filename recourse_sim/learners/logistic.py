@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
+from scipy.linalg import block_diag
+from scipy.linalg.lapack import dpotrs
+from scipy.special import logsumexp, softmax
 from sklearn.exceptions import ConvergenceWarning
 
 from recourse_sim.learners.base import (
@@ -20,6 +24,10 @@ _ARMIJO = 1e-4
 _MIN_STEP = 1e-10
 # Relative slack of the Armijo test, a few float64 roundings of the risk.
 _F_SLACK = 1e-13
+# Newton keeps its Hessian factor for the next step when the step was at most this
+# (relative to 1 + max |θ|) and θ has at least this many entries (m·D).
+_LAG_STEP = 0.02
+_LAG_MIN_PARAMS = 32
 # Cap on the alternations (δ* given θ, then θ given δ*) of a recourse-aware refit.
 _MAX_ALTERNATIONS = 50
 
@@ -46,15 +54,35 @@ def _scaled(scaling: State, X: torch.Tensor) -> torch.Tensor:
     return (X - scaling["x_shift"]) / scaling["x_scale"]
 
 
-def _cholesky(H: torch.Tensor) -> torch.Tensor:
-    """Cholesky factor of the Hessian; adds a growing ridge if H is numerically singular
-    (e.g. separable data drive p(1 − p) and so the unpenalised intercept's curvature to 0)."""
-    L, info = torch.linalg.cholesky_ex(H)
-    ridge = 1e-12 * (1.0 + H.diagonal().abs().max().item())
-    while info.item() > 0:
-        L, info = torch.linalg.cholesky_ex(H + ridge * torch.eye(len(H), dtype=H.dtype))
-        ridge *= 10.0
-    return L
+def _numpy(value) -> np.ndarray:
+    """A state entry as a numpy array (torch tensors by a zero-copy view)."""
+    return value.detach().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    """The logistic function, exp taken of −|z| only (no overflow); faster than expit."""
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e)
+
+
+def _softplus(z: np.ndarray) -> np.ndarray:
+    """log(1 + exp(z)) without overflow."""
+    return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def _cholesky(H: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of the Hessian; adds a growing ridge if H is numerically
+    singular (e.g. separable data drive p(1 − p) and so the unpenalised intercept's
+    curvature to 0)."""
+    ridge = 1e-12 * (1.0 + np.abs(H.diagonal()).max())
+    eye = np.eye(len(H))
+    shifted = H
+    while True:
+        try:
+            return np.linalg.cholesky(shifted)
+        except np.linalg.LinAlgError:
+            shifted = H + ridge * eye
+            ridge *= 10.0
 
 
 class LogisticRegression(Learner):
@@ -198,6 +226,45 @@ class LogisticRegression(Learner):
             return torch.cat([1 - p1, p1], dim=1)
         return torch.softmax(logits, dim=1)
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, shape (n, k); `proba_fn` on numpy (no graph is needed, and
+        on small batches torch is mostly overhead)."""
+        self._check_fitted()
+        X = X.detach().numpy() if isinstance(X, torch.Tensor) else X
+        logits = self._logits_np(self.state_, np.asarray(X, dtype=np.float64))
+        if logits.shape[1] == 1:
+            p1 = _sigmoid(logits)
+            return np.concatenate([1.0 - p1, p1], axis=1)
+        return softmax(logits, axis=1)
+
+    def _logits_np(self, state, X: np.ndarray) -> np.ndarray:
+        """Logits of X under `state` (torch tensors or their numpy views)."""
+        if "x_scale" in state:
+            X = (X - _numpy(state["x_shift"])) / _numpy(state["x_scale"])
+        return X @ _numpy(state["coef"]).T + _numpy(state["intercept"])
+
+    def goal_loss_grad(
+        self, state: State, X: np.ndarray, goal: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        # numpy: on the small batches of individual recourse torch is mostly overhead
+        coef = _numpy(state["coef"])
+        logits = self._logits_np(state, X)
+        rows = np.arange(len(X))
+        if coef.shape[0] == 1:
+            p1 = _sigmoid(logits[:, 0])
+            p_goal = np.where(goal == 1, p1, 1.0 - p1)
+            residual = (p1 - (goal == 1))[:, None]  # ∂loss/∂logit
+        else:
+            residual = softmax(logits, axis=1)
+            p_goal = residual[rows, goal].copy()
+            residual[rows, goal] -= 1.0
+        # the clamp at 1e-300 has no gradient below it
+        residual[p_goal < 1e-300] = 0.0
+        grad = residual @ coef
+        if "x_scale" in state:
+            grad /= _numpy(state["x_scale"])
+        return -np.log(np.maximum(p_goal, 1e-300)), grad
+
     def _design(self, X: torch.Tensor) -> torch.Tensor:
         """X with a column of ones appended when there is an intercept."""
         if not self.fit_intercept:
@@ -269,32 +336,70 @@ class LogisticRegression(Learner):
         centring = theta[:, -1:].sum() * torch.ones_like(theta[:, -1:]) * (theta.shape[0] > 1)
         return g + torch.cat([theta[:, :-1], centring], dim=1)
 
-    def _hessian(
-        self, theta: torch.Tensor, Z: torch.Tensor, weight: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """∇²_θ R (mD, mD) in closed form, θ flattened row-major (class-major)."""
-        m, D = theta.shape
-        logits = Z @ theta.T
-        # row weights enter as wᵢ zᵢ zᵢᵀ: scale one factor of each outer product
-        Zw = Z if weight is None else weight[:, None] * Z
-        if m == 1:
-            p = torch.sigmoid(logits)
-            H = self.C * Zw.T @ (p * (1 - p) * Z)
+    # The Newton solve records no graph, so it runs on numpy: on small batches torch's
+    # per-call overhead dominates, on large ones both spend the time in the same BLAS.
+    def _risk_np(self, theta, Z, Y, weight=None, logits=None) -> float:
+        """`_risk` on float64 numpy arrays (`logits` = Z θᵀ if already known)."""
+        logits = Z @ theta.T if logits is None else logits
+        if theta.shape[0] == 1:
+            loss = _softplus(logits) - Y * logits
         else:
-            # Σᵢ (diag(pᵢ) − pᵢpᵢᵀ) ⊗ zᵢzᵢᵀ: a block-diagonal part minus AᵀA.
-            P = torch.softmax(logits, dim=1)
+            loss = logsumexp(logits, axis=1, keepdims=True) - (Y * logits).sum(1, keepdims=True)
+        if weight is not None:
+            loss = weight[:, None] * loss
+        penalised = theta[:, :-1] if self.fit_intercept else theta
+        risk = 0.5 * float((penalised**2).sum()) + self.C * float(loss.sum())
+        if self.fit_intercept and theta.shape[0] > 1:
+            risk += 0.5 * float(theta[:, -1].sum()) ** 2
+        return risk
+
+    def _proba_rows(self, theta, Z, logits=None) -> np.ndarray:
+        """P (n, m): the sigmoid (one logit) or softmax of the logits Z θᵀ."""
+        logits = Z @ theta.T if logits is None else logits
+        return _sigmoid(logits) if theta.shape[0] == 1 else softmax(logits, axis=1)
+
+    def _grad_np(self, theta, Z, Y, weight=None, P=None) -> np.ndarray:
+        """`_grad` on float64 numpy arrays (`P` = `_proba_rows` at θ if already known)."""
+        P = self._proba_rows(theta, Z) if P is None else P
+        residual = P - Y if weight is None else weight[:, None] * (P - Y)
+        g = self.C * (residual.T @ Z)
+        if not self.fit_intercept:
+            return g + theta
+        g[:, :-1] += theta[:, :-1]
+        if theta.shape[0] > 1:
+            g[:, -1] += theta[:, -1].sum()
+        return g
+
+    def _hessian(self, theta, Z, weight=None, P=None, Z32=None) -> np.ndarray:
+        """∇²_θ R (mD, mD) in closed form, θ flattened row-major (class-major); numpy.
+
+        `P` = `_proba_rows` at θ if already known; with `Z32` (Z in float32) the
+        product of the binary case runs in float32, good enough for a Newton direction
+        only."""
+        m, D = theta.shape
+        P = self._proba_rows(theta, Z) if P is None else P
+        if m == 1:
+            p = P
+            curvature = p * (1.0 - p) if weight is None else weight[:, None] * p * (1.0 - p)
+            # A = √curvature ⊙ Z, so H ∝ AᵀA: numpy computes that product as a symmetric
+            # rank-k update, half the work of a general matrix product
+            root = np.sqrt(curvature)
+            A = root * Z if Z32 is None else root.astype(np.float32) * Z32
+            H = self.C * (A.T @ A).astype(np.float64, copy=False)
+        else:
+            # Σᵢ wᵢ (diag(pᵢ) − pᵢpᵢᵀ) ⊗ zᵢzᵢᵀ: a block-diagonal part minus AᵀA.
             A = (P[:, :, None] * Z[:, None, :]).reshape(len(Z), m * D)
             Aw = A if weight is None else weight[:, None] * A
-            H = -Aw.T @ A
-            blocks = torch.stack([Zw.T @ (P[:, a : a + 1] * Z) for a in range(m)])
-            H = H + torch.block_diag(*blocks)
-            H = self.C * H
-        reg = torch.ones((m, D), dtype=theta.dtype)
+            Zw = Z if weight is None else weight[:, None] * Z
+            H = -(Aw.T @ A)
+            H += block_diag(*[Zw.T @ (P[:, a : a + 1] * Z) for a in range(m)])
+            H *= self.C
+        reg = np.ones((m, D))
         if self.fit_intercept:
             reg[:, -1] = 0.0
-        H = H + torch.diag(reg.reshape(-1))
+        H.flat[:: len(H) + 1] += reg.reshape(-1)  # the diagonal
         if self.fit_intercept and m > 1:
-            idx = torch.arange(m) * D + (D - 1)
+            idx = np.arange(m) * D + (D - 1)
             H[idx[:, None], idx[None, :]] += 1.0
         return H
 
@@ -306,38 +411,67 @@ class LogisticRegression(Learner):
         weight: torch.Tensor | None = None,
     ):
         """Minimise R by damped Newton from `theta`; returns θ* and the Cholesky factor
-        of the Hessian at θ*. No graph is recorded."""
-        with torch.no_grad():
-            theta = theta.detach().clone()
-            Z, Y = Z.detach(), Y.detach()
-            f = self._risk(theta, Z, Y, weight)
-            step_size = float("inf")
-            for _ in range(self.max_iter):
-                g = self._grad(theta, Z, Y, weight).reshape(-1)
-                L = _cholesky(self._hessian(theta, Z, weight))
-                step = torch.cholesky_solve(g[:, None], L)[:, 0].reshape(theta.shape)
-                step_size = step.abs().max().item()
-                if step_size <= self.tol * (1.0 + theta.abs().max().item()):
-                    return theta, L
-                # Backtracking keeps far-from-optimum starts (cold fits) monotone.
-                t, decrease = 1.0, (g * step.reshape(-1)).sum()
-                while t > _MIN_STEP:
-                    f_new = self._risk(theta - t * step, Z, Y, weight)
-                    # The slack accepts steps whose decrease is below float64
-                    # resolution of f (near the optimum the full step is right).
-                    if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
-                        break
-                    t *= 0.5
-                else:
-                    return theta, L  # no further decrease in float64: at the optimum
-                theta, f = theta - t * step, f_new
-            warnings.warn(
-                f"LogisticRegression: Newton did not converge in max_iter={self.max_iter} "
-                f"iterations (last step {step_size:.3g}, tol={self.tol:g})",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-            return theta, _cholesky(self._hessian(theta, Z, weight))
+        of the Hessian at θ* (torch). No graph is recorded.
+
+        Where forming the Hessian costs many gradients (large m·D), the Hessians that
+        only steer the iterates are cheaper: one from a step that was already small
+        is kept for the next step (the curvature has barely moved, so the step still
+        contracts fast), and the binary case forms them in float32 (while the steps
+        keep shrinking). The factor returned is always formed at θ* in float64, as the
+        implicit hypergradient needs."""
+        theta = theta.detach().numpy().copy()
+        Z, Y = Z.detach().numpy(), Y.detach().numpy()
+        weight = None if weight is None else weight.detach().numpy()
+        logits = Z @ theta.T
+        f = self._risk_np(theta, Z, Y, weight, logits)
+        lag = theta.size >= _LAG_MIN_PARAMS
+        Z32 = Z.astype(np.float32) if lag and theta.shape[0] == 1 else None
+        L, fresh, reuse = None, False, False  # fresh: L is the float64 Hessian's at θ
+        step_size = previous = float("inf")  # previous: the last full step's size
+        for _ in range(self.max_iter):
+            P = self._proba_rows(theta, Z, logits)
+            g = self._grad_np(theta, Z, Y, weight, P).reshape(-1)
+            if not reuse:
+                L = _cholesky(self._hessian(theta, Z, weight, P, Z32))
+                fresh = Z32 is None
+            step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)  # solves L Lᵀ step = g
+            step_size = float(np.abs(step).max())
+            scale = 1.0 + float(np.abs(theta).max())
+            if step_size <= self.tol * scale:
+                return self._converged(theta, Z, weight, P, L, fresh)
+            if Z32 is not None and previous < float("inf") and step_size > 0.5 * previous:
+                Z32 = None  # float32 curvature no longer contracts: back to float64
+            # Backtracking keeps far-from-optimum starts (cold fits) monotone.
+            t, decrease = 1.0, float(g @ step.reshape(-1))
+            while t > _MIN_STEP:
+                trial = theta - t * step
+                trial_logits = Z @ trial.T
+                f_new = self._risk_np(trial, Z, Y, weight, trial_logits)
+                # The slack accepts steps whose decrease is below float64
+                # resolution of f (near the optimum the full step is right).
+                if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
+                    break
+                t *= 0.5
+            else:
+                # no further decrease in float64: at the optimum
+                return self._converged(theta, Z, weight, P, L, fresh)
+            theta, logits, f, fresh = trial, trial_logits, f_new, False
+            reuse = lag and t == 1.0 and step_size <= _LAG_STEP * scale
+            previous = step_size if t == 1.0 else float("inf")  # damped: no judgement
+        warnings.warn(
+            f"LogisticRegression: Newton did not converge in max_iter={self.max_iter} "
+            f"iterations (last step {step_size:.3g}, tol={self.tol:g})",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+        return self._converged(theta, Z, weight, None, L, False)
+
+    def _converged(self, theta, Z, weight, P, L, fresh):
+        """(θ*, Cholesky factor of the float64 Hessian at θ*) as torch tensors; `P` =
+        `_proba_rows` at θ* if known."""
+        if not fresh:
+            L = _cholesky(self._hessian(theta, Z, weight, P))
+        return torch.from_numpy(theta), torch.from_numpy(L)
 
     # -- Ross et al.'s recourse loss ---------------------------------------------------
     def _recourse_delta(
@@ -369,20 +503,31 @@ class LogisticRegression(Learner):
         return Z, torch.cat([Y, Y_goal]), weight
 
     def _solve(
-        self, theta0: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State
+        self,
+        theta0: torch.Tensor,
+        X: torch.Tensor,
+        y: torch.Tensor,
+        scaling: State,
+        start: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """θ⁺ = θ* − H⁻¹ ∇_θ R(θ*, X): value θ*, X-derivative the implicit hypergradient.
 
         With λ > 0, θ* minimises the recourse-aware risk by alternating δ* and Newton
         (see the class docstring); δ* is then held fixed in the implicit derivative.
-        `scaling` holds ``x_shift``/``x_scale`` (standardize) or nothing.
+        `scaling` holds ``x_shift``/``x_scale`` (standardize) or nothing. Newton starts
+        from `start` if given (θ* is unique, so only the iterations change), else θ0.
         """
         Y = self._targets(y, theta0.shape[0])
         X_fixed = X.detach()
         delta = self._recourse_delta(theta0, X_fixed, scaling)
-        theta_star = theta0
+        theta_star = theta0 if start is None else start.detach()
+        rows = None
+        if delta is None:  # plain training: the rows, with their graph to X, once
+            rows = self._rows(X, Y, None, scaling)
         for i in range(_MAX_ALTERNATIONS):
-            theta_star, L = self._newton(theta_star, *self._rows(X_fixed, Y, delta, scaling))
+            if delta is not None:
+                rows = self._rows(X_fixed, Y, delta, scaling)
+            theta_star, L = self._newton(theta_star, *rows)
             new_delta = self._recourse_delta(theta_star, X_fixed, scaling)
             if new_delta is None or torch.equal(new_delta, delta):
                 break
@@ -396,7 +541,9 @@ class LogisticRegression(Learner):
                 )
                 break  # keep the δ* that θ* was solved for
             delta = new_delta
-        g = self._grad(theta_star, *self._rows(X, Y, delta, scaling)).reshape(-1, 1)
+        if delta is not None:  # the rows again, now with their graph to X
+            rows = self._rows(X, Y, delta, scaling)
+        g = self._grad(theta_star, *rows).reshape(-1, 1)
         return theta_star - torch.cholesky_solve(g, L).reshape(theta_star.shape)
 
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
@@ -411,6 +558,11 @@ class LogisticRegression(Learner):
         return state
 
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
+        return self.warm_update_fn(state, X, y, None)
+
+    def warm_update_fn(
+        self, state: State, X: torch.Tensor, y: torch.Tensor, start: State | None
+    ) -> State:
         theta = self._pack(state)
         X = X.to(torch.float64)
         scaling = {key: state[key] for key in _SCALING if key in state}
@@ -423,11 +575,12 @@ class LogisticRegression(Learner):
             new = self._unpack(theta)
         else:
             X_mem, y_mem, sizes = remember(state, X, y, self.window)
-            if len(torch.unique(y_mem)) < 2:
+            if len(y_mem) == 0 or bool((y_mem == y_mem[0]).all()):
                 # One class only: no finite optimum (the intercept runs off to ±∞).
                 new = self._unpack(theta)
             else:
-                new = self._unpack(self._solve(theta, X_mem, y_mem, scaling))
+                first = None if start is None else self._pack(start)
+                new = self._unpack(self._solve(theta, X_mem, y_mem, scaling, first))
             new.update(X_mem=X_mem, y_mem=y_mem, round_sizes=sizes)
         new.update(scaling)
         return new
@@ -437,11 +590,11 @@ class LogisticRegression(Learner):
         warns when a refit's rows hold a single class and the parameters were kept."""
         super().update(X, y)
         y_mem = self.state_.get("y_mem")
-        if y_mem is not None and len(y_mem) and len(classes := torch.unique(y_mem)) < 2:
+        if y_mem is not None and len(y_mem) and bool((y_mem == y_mem[0]).all()):
             rounds = len(self.state_["round_sizes"])
             warnings.warn(
                 f"LogisticRegression: the {len(y_mem)} rows of this refit ({len(y)} new, "
-                f"{rounds} round(s) kept) all have label {int(classes[0])}; one class has no "
+                f"{rounds} round(s) kept) all have label {int(y_mem[0])}; one class has no "
                 "finite optimum (the intercept diverges), so the previous parameters are kept",
                 SingleClassWarning,
                 stacklevel=2,

@@ -167,17 +167,20 @@ class ActionSet:
 
     def box(self, X):
         """Per-row bounds (lo, hi) on δ from everything but the norm ball; lo ≤ 0 ≤ hi."""
-        Xt, to_out = _to_torch(X)
+        if isinstance(X, torch.Tensor):
+            lo, hi = self._box(X.detach().numpy().astype(np.float64))
+            return torch.from_numpy(lo).to(X.dtype), torch.from_numpy(hi).to(X.dtype)
+        return self._box(np.asarray(X, dtype=np.float64))
 
-        def t(a: np.ndarray) -> torch.Tensor:
-            return torch.tensor(a, dtype=Xt.dtype)
-
-        hi = torch.minimum(t(self.max_change_), t(self.upper_) - Xt)
-        lo = torch.maximum(-t(self.max_change_), t(self.lower_) - Xt)
-        hi = torch.where(torch.tensor(self.decrease_mask | self.immutable_mask), 0.0, hi)
-        lo = torch.where(torch.tensor(self.increase_mask | self.immutable_mask), 0.0, lo)
+    def _box(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`box` on a float64 array, as float64 arrays."""
+        with np.errstate(invalid="ignore"):  # inf − inf cannot occur: X is finite
+            hi = np.minimum(self.max_change_, self.upper_ - X)
+            lo = np.maximum(-self.max_change_, self.lower_ - X)
+        hi[..., self.decrease_mask | self.immutable_mask] = 0.0
+        lo[..., self.increase_mask | self.immutable_mask] = 0.0
         # staying put is always allowed, even where x already breaks a bound
-        return to_out(lo.clamp(max=0.0)), to_out(hi.clamp(min=0.0))
+        return np.minimum(lo, 0.0, out=lo), np.maximum(hi, 0.0, out=hi)
 
     def cost(self, delta):
         """cost(δ) = ‖w ⊙ δ‖_p per row."""
@@ -187,7 +190,7 @@ class ActionSet:
 
     def contains(self, X, delta, tol: float = 1e-9) -> np.ndarray:
         """Which rows of δ are feasible (within `tol`)."""
-        lo, hi = (np.asarray(b) for b in self.box(np.asarray(X, dtype=np.float64)))
+        lo, hi = self._box(np.asarray(X, dtype=np.float64))
         d = np.asarray(delta, dtype=np.float64)
         in_box = ((d >= lo - tol) & (d <= hi + tol)).all(axis=-1)
         return in_box & (np.asarray(self.cost(d)) <= self.epsilon + tol)
@@ -195,81 +198,136 @@ class ActionSet:
     def project(self, X, delta):
         """The Euclidean projection of each row of δ onto A(x); same type as `delta`.
 
-        Works on numpy arrays and torch tensors (the torch path is differentiable almost
-        everywhere, but projected-gradient solvers call it without grad).
+        Works on numpy arrays and torch tensors (computed in float64 numpy; no graph is
+        recorded, so solvers call it on detached iterates).
         """
-        Xt, _ = _to_torch(X)
-        dt, to_out = _to_torch(delta)
-        lo, hi = self.box(Xt.to(dt.dtype))
-        w = torch.tensor(self.weights_, dtype=dt.dtype)
+        if isinstance(delta, torch.Tensor):
+            X_np = X.detach().numpy() if isinstance(X, torch.Tensor) else X
+            d_np = delta.detach().numpy().astype(np.float64, copy=False)
+            return torch.from_numpy(self.project_rows(X_np, d_np)).to(delta.dtype)
+        return self.project_rows(X, np.asarray(delta, dtype=np.float64))
+
+    def project_rows(self, X, delta: np.ndarray, box=None, *, root_search_only: bool = False):
+        """`project` on float64 (n, d) arrays; `box` = (lo, hi) of X if already known.
+
+        Rows whose box-clipped δ is within the budget are the projection as they are,
+        and with a single actionable feature the projection is a clip to the box
+        intersected with the ball; only the other rows need the multiplier search
+        (``root_search_only`` sends every row outside the budget through it).
+        """
+        delta = np.asarray(delta, dtype=np.float64)
+        if delta.ndim != 2:  # one row, or a stack of batches
+            flat = delta.reshape(-1, self.n_features)
+            X_flat = np.broadcast_to(np.asarray(X, dtype=np.float64), delta.shape)
+            return self.project_rows(X_flat.reshape(flat.shape), flat).reshape(delta.shape)
+        if box is None:
+            box = self._box(np.asarray(X, dtype=np.float64))
+        lo, hi = (b if b.shape == delta.shape else np.broadcast_to(b, delta.shape) for b in box)
+        w = self.weights_
         eps = float(self.epsilon)
+        priced = w > 0
         if self.p == np.inf:
             # the weighted ∞-ball is a box too: |δ_j| ≤ ε / w_j
-            r = torch.where(w > 0, eps / torch.where(w > 0, w, 1.0), torch.inf)
-            return to_out(
-                torch.minimum(torch.maximum(dt, torch.maximum(lo, -r)), torch.minimum(hi, r))
-            )
-
-        def candidate(lam: torch.Tensor) -> torch.Tensor:
-            # KKT stationary point for multiplier lam, clipped to the box
-            lam = lam.unsqueeze(-1)
-            if self.p == 2:
-                z = dt / (1.0 + lam * w**2)
-            else:
-                z = torch.sign(dt) * torch.clamp(dt.abs() - lam * w, min=0.0)
-            # unpriced features ignore the multiplier (and λ = inf must not give inf·0)
-            z = torch.where(w > 0, z, dt)
-            return torch.minimum(torch.maximum(z, lo), hi)
-
-        def norm(d: torch.Tensor) -> torch.Tensor:
-            return torch.linalg.vector_norm(w * d, ord=self.p, dim=-1)
-
-        zero = torch.zeros(dt.shape[:-1], dtype=dt.dtype)
-        clipped = candidate(zero)
-        inside = norm(clipped) <= eps
-        if bool(inside.all()):
-            return to_out(clipped)
-        priced = w > 0  # features with w = 0 are free: the ball does not bound them
+            r = np.where(priced, eps / np.where(priced, w, 1.0), np.inf)
+            return np.minimum(np.maximum(delta, np.maximum(lo, -r)), np.minimum(hi, r))
+        clipped = np.minimum(np.maximum(delta, lo), hi)
+        outside = self._norm(clipped) > eps
+        if not outside.any():
+            return clipped
+        out = clipped
+        rows = np.flatnonzero(outside)
         if eps == 0.0:
-            return to_out(torch.where(priced, 0.0, clipped))
-        # an upper bracket on the multiplier at which the cost is surely within ε
-        ratio = torch.where(priced, dt.abs() / torch.where(priced, w, 1.0), 0.0)
+            out[rows] = np.where(priced, 0.0, clipped[rows])
+            return out
+        moving = self.actionable
+        if moving.sum() == 1 and not root_search_only:
+            # one feature j: the ball is the interval |δ_j| ≤ ε / w_j (w_j > 0, else the
+            # row would be inside); every other feature is pinned at 0 by the box
+            j = int(np.argmax(moving))
+            r = eps / w[j]
+            r = np.nextafter(r, 0.0) if w[j] * r > eps else r
+            out[rows, j] = np.minimum(
+                np.maximum(delta[rows, j], np.maximum(lo[rows, j], -r)), np.minimum(hi[rows, j], r)
+            )
+            return out
+        d, lo_r, hi_r = delta[rows], lo[rows], hi[rows]
+        w2 = w**2
+        all_priced = bool(priced.all())
+
+        def candidate(lam: np.ndarray) -> np.ndarray:
+            # KKT stationary point for multiplier lam, clipped to the box
+            lam = lam[:, None]
+            if self.p == 2:
+                z = d / (1.0 + lam * w2)
+            else:
+                z = np.sign(d) * np.maximum(np.abs(d) - lam * w, 0.0)
+            if not all_priced:  # unpriced features ignore the multiplier (and λ = inf
+                z = np.where(priced, z, d)  # must not give inf·0)
+            return np.minimum(np.maximum(z, lo_r), hi_r)
+
+        # tiny budgets overflow λ and the relative excess to inf: handled as limits
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            # an upper bracket on the multiplier at which the cost is surely within ε
+            ratio = np.where(priced, np.abs(d) / np.where(priced, w, 1.0), 0.0)
+            if self.p == 2:
+                lam_hi = np.linalg.norm(ratio, axis=-1) / eps
+            else:
+                lam_hi = ratio.max(-1)
+            zero = np.zeros(len(rows))
+            done = np.zeros(len(rows), bool)
+
+            def excess(lam: np.ndarray) -> np.ndarray:
+                cost = self._norm(candidate(lam))
+                if self.p == 2:  # ε / cost is close to linear in λ: regula falsi is quick
+                    return budget_excess(cost, eps)
+                return cost / eps - 1.0  # the soft-threshold cost is piecewise linear in λ
+
+            lam = feasible_root(excess, zero, lam_hi, done)
+            out[rows] = candidate(lam)
+        return out
+
+    def _norm(self, d: np.ndarray) -> np.ndarray:
+        wd = self.weights_ * d
         if self.p == 2:
-            lam_hi = torch.linalg.vector_norm(ratio, dim=-1) / eps
-        else:
-            lam_hi = ratio.amax(-1)
-        lam = feasible_root(lambda lam: norm(candidate(lam)) / eps - 1.0, zero, lam_hi, inside)
-        out = torch.where(inside.unsqueeze(-1), clipped, candidate(lam))
-        return to_out(out)
+            return np.sqrt(np.einsum("ij,ij->i", wd, wd))
+        return np.abs(wd).sum(-1)
 
 
-def feasible_root(excess, lo: torch.Tensor, hi: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+def budget_excess(cost: np.ndarray, eps: float) -> np.ndarray:
+    """1 − ε / cost: positive over budget, ≤ 0 within, and for an ℓ2 cost that shrinks
+    like 1 / (1 + λ w²) nearly linear in the multiplier λ (exactly so for one weight and
+    no box), so that regula falsi needs few steps. Finite even where cost = 0."""
+    return np.maximum(1.0 - eps / cost, -1e300)  # callers silence the division by 0
+
+
+def feasible_root(excess, lo: np.ndarray, hi: np.ndarray, done: np.ndarray) -> np.ndarray:
     """Per row, the root of a non-increasing `excess(λ)` in [lo, hi], from the feasible side.
 
     Needs excess(lo) > 0 ≥ excess(hi) on the rows not already `done`; `excess` is
     relative (e.g. cost / ε − 1), so one tolerance fits every scale. Regula falsi with
     the Illinois modification keeps the bracket, so the returned λ always has
     excess(λ) ≤ 0 (feasible), and converges superlinearly on these piecewise-smooth
-    multiplier equations.
+    multiplier equations. Float64 numpy arrays in and out.
     """
-    done = done | torch.isinf(hi)  # a budget so small that λ overflows: the limit λ = inf
-    f_lo = torch.where(done, 1.0, excess(lo))
+    done = done | np.isinf(hi)  # a budget so small that λ overflows: the limit λ = inf
+    f_lo = np.where(done, 1.0, excess(lo))
     f_hi = excess(hi)
-    last = torch.zeros_like(lo)  # +1: the previous step moved hi, −1: it moved lo
-    for _ in range(_ROOT_STEPS):
-        converged = done | (hi - lo <= 1e-13 * hi) | (f_hi >= -1e-13)
-        if bool(converged.all()):
-            break
-        c = (hi - f_hi * (hi - lo) / (f_hi - f_lo)).clamp(min=lo, max=hi)
-        f_c = excess(c)
-        feasible = (f_c <= 0) & ~converged
-        infeasible = (f_c > 0) & ~converged
-        # Illinois: halve the stale end's value when the same end moves twice running
-        f_lo = torch.where(feasible & (last == 1), 0.5 * f_lo, f_lo)
-        f_hi = torch.where(infeasible & (last == -1), 0.5 * f_hi, f_hi)
-        hi, f_hi = torch.where(feasible, c, hi), torch.where(feasible, f_c, f_hi)
-        lo, f_lo = torch.where(infeasible, c, lo), torch.where(infeasible, f_c, f_lo)
-        last = torch.where(feasible, 1.0, torch.where(infeasible, -1.0, last))
+    last = np.zeros_like(lo)  # +1: the previous step moved hi, −1: it moved lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for _ in range(_ROOT_STEPS):
+            converged = done | (hi - lo <= 1e-13 * hi) | (f_hi >= -1e-13)
+            if converged.all():
+                break
+            c = np.minimum(np.maximum(hi - f_hi * (hi - lo) / (f_hi - f_lo), lo), hi)
+            f_c = excess(c)
+            feasible = (f_c <= 0) & ~converged
+            infeasible = (f_c > 0) & ~converged
+            # Illinois: halve the stale end's value when the same end moves twice running
+            f_lo = np.where(feasible & (last == 1), 0.5 * f_lo, f_lo)
+            f_hi = np.where(infeasible & (last == -1), 0.5 * f_hi, f_hi)
+            hi, f_hi = np.where(feasible, c, hi), np.where(feasible, f_c, f_hi)
+            lo, f_lo = np.where(infeasible, c, lo), np.where(infeasible, f_c, f_lo)
+            last = np.where(feasible, 1.0, np.where(infeasible, -1.0, last))
     return hi
 
 

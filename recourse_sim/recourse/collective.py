@@ -142,28 +142,41 @@ def collective_recourse(
             )
         member_t = torch.as_tensor(member_np)
 
-    def objective(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta, horizon)
+    # Each evaluation's refits start Newton where the previous evaluation's ended (the
+    # iterates move little), and evaluations return their states, so the honest loss
+    # and the final model need no refit of their own.
+    warm: list[State] | None = None
+    honest: list[State] | None = None
+
+    def objective(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[State]]:
+        nonlocal warm, honest
+        loss, grad, states = _loss_and_grad(
+            learner, theta0, Xt, yt, Q, goal_t, delta, horizon, warm
+        )
+        warm = states
+        if delta is zero:
+            honest = states
+        return loss, grad, states
 
     eps = float(action_set.epsilon)
-    lo, hi = action_set.box(Xt)
-    # non-members are pinned to δ = 0 through their box
-    lo = torch.where(member_t[:, None], lo, 0.0)
-    hi = torch.where(member_t[:, None], hi, 0.0)
+    X_np = Xt.detach().numpy()
+    lo_np, hi_np = action_set.box(X_np)
+    # non-members are pinned to δ = 0 through their box (the projection then gives 0)
+    lo_np[~member_t.numpy()] = 0.0
+    hi_np[~member_t.numpy()] = 0.0
+    lo, hi = torch.from_numpy(lo_np), torch.from_numpy(hi_np)
     zero = torch.zeros_like(Xt)
-    with torch.no_grad():
-        loss_before = float(_query_loss(learner, theta0, Xt, yt, Q, goal_t, zero, horizon))
 
     def feasible(delta: torch.Tensor) -> torch.Tensor:
-        return torch.where(member_t[:, None], action_set.project(Xt, delta), 0.0)
+        return torch.from_numpy(action_set.project_rows(X_np, delta.numpy(), (lo_np, hi_np)))
 
     if method == "fgm":
-        loss0, grad0 = objective(zero)
+        loss0, grad0, states0 = objective(zero)
         step = _descent_direction(grad0, zero, lo, hi, action_set)
         candidate = feasible(eps * step)
-        loss1, _ = objective(candidate)
+        loss1, _, states1 = objective(candidate)
         history = [float(loss0), float(loss1)]
-        best = candidate if loss1 < loss0 else zero
+        best, best_states = (candidate, states1) if loss1 < loss0 else (zero, states0)
     else:
         delta = zero
         if init is not None:
@@ -177,10 +190,15 @@ def collective_recourse(
             radius = eps * torch.rand((n, 1), generator=gen, dtype=Xt.dtype)
             delta = feasible(radius * z / torch.linalg.vector_norm(z, dim=1, keepdim=True))
         step0 = step_size if step_size is not None else _INITIAL_STEP * eps
-        best, history = _pgd(objective, feasible, delta, lo, hi, action_set, step0, steps)
+        best, history, best_states = _pgd(
+            objective, feasible, delta, lo, hi, action_set, step0, steps
+        )
 
     with torch.no_grad():
-        theta = rollout(learner, theta0, Xt + best, yt, horizon)
+        if honest is None:  # started elsewhere than Δ = 0
+            honest = rollout_states(learner, theta0, Xt, yt, horizon, warm)
+        loss_before = float(goal_loss(learner, honest[-1], Q, goal_t).mean())
+        theta = best_states[-1]
         proba = learner.proba_fn(theta, Q)
         loss_after = float(goal_loss(learner, theta, Q, goal_t).mean())
     delta_np = best.detach().numpy().copy()
@@ -197,7 +215,8 @@ def collective_recourse(
 
 
 def _pgd(objective, feasible, delta, lo, hi, action_set, step, steps):
-    """Monotone projected normalised-gradient descent; returns (Δ, accepted losses).
+    """Monotone projected normalised-gradient descent; returns (Δ, accepted losses,
+    the states θ_1..θ_H at Δ).
 
     A trial step that does not lower the loss is discarded and the step halved; an
     accepted one lengthens the next by `_GROW` (up to ε). The search ends after `steps`
@@ -205,23 +224,23 @@ def _pgd(objective, feasible, delta, lo, hi, action_set, step, steps):
     projected step (e.g. every member already on the boundary in its best direction).
     """
     eps = float(action_set.epsilon)
-    loss, grad = objective(delta)
+    loss, grad, states = objective(delta)
     history = [float(loss)]
     for _ in range(steps):
         direction = _descent_direction(grad, delta, lo, hi, action_set)
         trial = feasible(delta + step * direction)
         if float((trial - delta).abs().max()) <= _STALL_TOL * max(eps, 1.0):
             break
-        trial_loss, trial_grad = objective(trial)
+        trial_loss, trial_grad, trial_states = objective(trial)
         if trial_loss < loss:
-            delta, loss, grad = trial, trial_loss, trial_grad
+            delta, loss, grad, states = trial, trial_loss, trial_grad, trial_states
             step = min(step * _GROW, _MAX_STEP * eps)
         else:
             step *= 0.5
             if step < _MIN_STEP * eps:
                 break
         history.append(float(loss))
-    return delta, history
+    return delta, history, states
 
 
 def collective_hypergradient(
@@ -249,7 +268,7 @@ def collective_hypergradient(
     delta_t = as_tensor(delta)
     if delta_t.shape != Xt.shape:
         raise ConfigError(f"delta has shape {tuple(delta_t.shape)}, X has {tuple(Xt.shape)}")
-    loss, grad = _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta_t, horizon)
+    loss, grad, _ = _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta_t, horizon)
     return float(loss), grad.numpy()
 
 
@@ -277,7 +296,10 @@ def _prepare(learner, X, y, queries, goals, action_set, state):
     if not np.issubdtype(goals_np.dtype, np.integer):
         raise ConfigError(f"goals must be integer class labels, got dtype {goals_np.dtype}")
     goal_t = torch.as_tensor(np.broadcast_to(goals_np, (len(Q),)).astype(np.int64))
-    theta0 = learner.state() if state is None else {k: as_tensor(v) for k, v in state.items()}
+    # the update rule is pure, so the learner's own tensors serve without a copy
+    if state is None:
+        learner._check_fitted()  # NotFittedError, as learner.state() would raise
+    theta0 = learner.state_ if state is None else {k: as_tensor(v) for k, v in state.items()}
     theta0 = {k: v.detach() for k, v in theta0.items()}
     n_classes = _n_classes(learner, theta0, Q)
     if goal_t.numel() and (goal_t.min() < 0 or goal_t.max() >= n_classes):
@@ -299,21 +321,34 @@ def rollout(
     Differentiable in X (and in the state where the update rule is); with Δ = 0 it is
     the model the honest reports produce, the one individual recourse faces.
     """
-    for _ in range(horizon):
-        state = learner.update_fn(state, X, y)
-    return state
+    return rollout_states(learner, state, X, y, horizon)[-1]
 
 
-def _query_loss(learner, theta0, X, y, Q, goal, delta, horizon) -> torch.Tensor:
-    theta = rollout(learner, theta0, X + delta, y, horizon)
-    return goal_loss(learner, theta, Q, goal).mean()
+def rollout_states(
+    learner: Learner,
+    state: State,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    horizon: int,
+    starts: list[State] | None = None,
+) -> list[State]:
+    """The states θ_1..θ_H of `rollout`; `starts` (the states of a rollout on nearby
+    rows) warm-start the learner's solver, which changes nothing beyond its tolerance."""
+    states = []
+    for h in range(horizon):
+        start = None if starts is None else starts[h]
+        state = learner.warm_update_fn(state, X, y, start)
+        states.append(state)
+    return states
 
 
-def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon):
+def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None):
+    """Query loss at Δ, its hypergradient and the states θ_1..θ_H (detached)."""
     delta = delta.detach().requires_grad_(True)
-    loss = _query_loss(learner, theta0, X, y, Q, goal, delta, horizon)
+    states = rollout_states(learner, theta0, X + delta, y, horizon, starts)
+    loss = goal_loss(learner, states[-1], Q, goal).mean()
     (grad,) = torch.autograd.grad(loss, delta)
-    return loss.detach(), grad
+    return loss.detach(), grad, [{k: v.detach() for k, v in st.items()} for st in states]
 
 
 def _descent_direction(grad, delta, lo, hi, action_set: ActionSet) -> torch.Tensor:

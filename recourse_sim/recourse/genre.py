@@ -21,8 +21,10 @@ GenRe learns to *sample* recourse instead of searching for it at inference time:
    drawn from softmax(τ · logits) and x⁺_j = μ_{j,k} + σ · ε with ε ~ N(0, 1);
    immutable features are copied from x and categorical ones snapped to their nearest
    observed level as they are drawn (so later features condition on a valid value);
-   of ``k`` samples per row the one h scores highest is returned. All rows and all
-   samples are drawn in one batch.
+   of ``k`` samples per row the one h scores highest is returned. Rows and samples are
+   drawn in batches: the decoder keeps a KV cache, the samples of a row share its
+   encoder states (cross-attention keys and values are computed once per row), and the
+   network runs on cache-sized blocks (`GenRe.sample`).
 
 Feature values enter the network rescaled by each feature's range in D⁺, so the model
 works on raw or min–max scaled data alike; costs (λ, the ℓ1 distance of Q) are in the
@@ -56,8 +58,12 @@ _FORMAT_VERSION = 1
 # Rows per chunk of the (sources × targets) cost matrix in `pairing_distribution`: bounds
 # its memory at ~chunk × |D⁺| float64 numbers whatever the size of D⁻.
 _PAIR_CHUNK = 1024
-# Sequences decoded at once when sampling: bounds the activations' memory.
+# Sequences sampled at once: bounds the activations' memory; the random draws of a
+# chunk are made together, so the samples of a seed depend on it.
 _SAMPLE_CHUNK = 16384
+# Sequences that go through the network together when sampling: small enough that a
+# block's KV cache and attention intermediates stay in the CPU cache.
+_DECODE_BLOCK = 2048
 # Smallest feature span used for bins: a feature constant in D⁺ gets (near-)identical
 # bin centres instead of a division by zero.
 _MIN_SPAN = 1e-6
@@ -321,7 +327,27 @@ class RecourseTransformer(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Encoder states (B, d, d_model) of sources x (B, d)."""
         tokens = self.embed(x, slice(None)) + self.enc_position
-        return self.encoder(tokens)
+        if self.training:
+            return self.encoder(tokens)
+        # Inference: the same post-norm layers written out (dropout is off), several
+        # times faster on CPU than nn.MultiheadAttention's fused path for d tokens.
+        h = tokens
+        head_sum = self.head_sum(tokens.dtype)
+        for layer in self.encoder.layers:
+            sa = layer.self_attn
+            q, k, v = nn.functional.linear(h, sa.in_proj_weight, sa.in_proj_bias).chunk(3, -1)
+            h = layer.norm1(
+                h + sa.out_proj(_attend(q[:, :, None], k[:, None], v[:, None], head_sum))
+            )
+            h = layer.norm2(h + layer.linear2(layer.activation(layer.linear1(h))))
+        return h
+
+    def head_sum(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(d_model, n_heads) indicator: entry (i, h) is 1 if coordinate i is in head h."""
+        e, heads = self.start.shape[0], self.decoder.layers[0].self_attn.num_heads
+        out = torch.zeros(e, heads, dtype=dtype)
+        out[torch.arange(e), torch.arange(e) // (e // heads)] = 1.0
+        return out
 
     def decoder_input(self, x_plus: torch.Tensor) -> torch.Tensor:
         """[start, x⁺_1, …, x⁺_{d−1}] embedded with positions, (B, d, d_model)."""
@@ -343,61 +369,102 @@ class RecourseTransformer(nn.Module):
     #   h = norm1(h + SelfAttn(h)); h = norm2(h + CrossAttn(h, memory)); h = norm3(h + FF(h)).
     # Causal self-attention means position j's output depends only on positions ≤ j, so
     # sampling can feed one new token per step and keep each layer's keys and values
-    # (a KV cache): O(d) token updates per sequence instead of O(d²). For one query
-    # token, attention is a broadcast product, which on CPU is far cheaper than the
-    # fused kernels' per-(row, head) overhead.
+    # (a KV cache): O(d) token updates per sequence instead of O(d²). The samples of one
+    # source share its encoder states, so cross-attention keys and values are computed
+    # once per source and its `repeats` queries attend to them together.
 
-    def start_decoding(self, memory: torch.Tensor, repeats: int = 1) -> list[dict]:
-        """A KV cache for decoding from encoder states `memory` (B, d, E), each row
-        repeated `repeats` times (for several samples per source)."""
+    def start_decoding(self, memory: torch.Tensor, repeats: int = 1) -> dict:
+        """A KV cache for decoding from encoder states `memory` (B, d, E), with `repeats`
+        consecutive sequences (samples) per source row."""
         b, d, e = memory.shape
-        heads = self.decoder.layers[0].self_attn.num_heads
-        cache = []
+        n = b * repeats
+        layers = []
         for layer in self.decoder.layers:
             w, bias = layer.multihead_attn.in_proj_weight, layer.multihead_attn.in_proj_bias
-            kv = nn.functional.linear(memory, w[e:], bias[e:]).view(b, d, 2, heads, e // heads)
-            kv = kv.repeat_interleave(repeats, dim=0)
-            n = b * repeats
-            cache.append(
+            kv = nn.functional.linear(memory, w[e:], bias[e:])
+            layers.append(
                 {
-                    "cross_k": kv[:, :, 0],
-                    "cross_v": kv[:, :, 1],
-                    "self_k": memory.new_empty(n, d, heads, e // heads),
-                    "self_v": memory.new_empty(n, d, heads, e // heads),
+                    # (B, 1, d, E): broadcast over the samples of each source
+                    "cross_k": kv[:, None, :, :e].contiguous(),
+                    "cross_v": kv[:, None, :, e:].contiguous(),
+                    "self_k": memory.new_empty(n, d, e),
+                    "self_v": memory.new_empty(n, d, e),
                 }
             )
-        return cache
+        return {"layers": layers, "repeats": repeats, "head_sum": self.head_sum(memory.dtype)}
 
-    def decode_step(self, token: torch.Tensor, cache: list[dict], j: int) -> torch.Tensor:
+    def decode_step(self, token: torch.Tensor, cache: dict, j: int) -> torch.Tensor:
         """Bin logits (B, n_bins) of feature j from decoder input token j (B, E).
 
         Tokens 0..j−1 must have gone through earlier calls with the same cache; equals
-        the teacher-forced `forward` at position j.
+        the teacher-forced `forward` at position j. At j = 0 `token` may instead hold one
+        row per source: the start token is the same for all samples of a source, so
+        position 0 is then decoded once per source (logits one row per source) and its
+        keys and values are copied to every sample's cache.
         """
         n, e = token.shape
+        repeats, head_sum = cache["repeats"], cache["head_sum"]
+        per_source = n != cache["layers"][0]["self_k"].shape[0]
+        if per_source and (j != 0 or n * repeats != cache["layers"][0]["self_k"].shape[0]):
+            raise ValueError(f"token has {n} rows: one per sequence, or per source at j = 0")
+        group = 1 if per_source else repeats  # queries per source in cross-attention
         h = token
-        for layer, c in zip(self.decoder.layers, cache, strict=True):
+        for layer, c in zip(self.decoder.layers, cache["layers"], strict=True):
             sa, ca = layer.self_attn, layer.multihead_attn
-            heads = sa.num_heads
-            qkv = nn.functional.linear(h, sa.in_proj_weight, sa.in_proj_bias)
-            qkv = qkv.view(n, 3, heads, e // heads)
-            c["self_k"][:, j] = qkv[:, 1]
-            c["self_v"][:, j] = qkv[:, 2]
-            att = _attend(qkv[:, 0], c["self_k"][:, : j + 1], c["self_v"][:, : j + 1])
+            qkv = nn.functional.linear(h, sa.in_proj_weight, sa.in_proj_bias).view(n, 3, e)
+            if per_source:
+                c["self_k"][:, 0] = qkv[:, 1].repeat_interleave(repeats, 0)
+                c["self_v"][:, 0] = qkv[:, 2].repeat_interleave(repeats, 0)
+                att = qkv[:, 2]  # attention to a single key returns its value
+            else:
+                c["self_k"][:, j] = qkv[:, 1]
+                c["self_v"][:, j] = qkv[:, 2]
+                keys, values = c["self_k"][:, : j + 1], c["self_v"][:, : j + 1]
+                att = _attend(qkv[:, 0, None], keys, values, head_sum)
             h = layer.norm1(h + sa.out_proj(att))
+            # the samples of a source attend to its encoder states together
             q = nn.functional.linear(h, ca.in_proj_weight[:e], ca.in_proj_bias[:e])
-            att = _attend(q.view(n, heads, e // heads), c["cross_k"], c["cross_v"])
+            q = q.view(n // group, group, 1, e)
+            att = _attend(q, c["cross_k"], c["cross_v"], head_sum).view(n, e)
             h = layer.norm2(h + ca.out_proj(att))
             h = layer.norm3(h + layer.linear2(layer.activation(layer.linear1(h))))
         return h @ self.head_weight[j] + self.head_bias[j]
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Scaled dot-product attention of one query per row: q (B, H, Dh), k and v
-    (B, L, H, Dh) → (B, H·Dh)."""
-    scores = (q[:, None] * k).sum(-1) / math.sqrt(q.shape[-1])  # (B, L, H)
-    weights = torch.softmax(scores, dim=1)
-    return (weights[..., None] * v).sum(1).flatten(1)
+def _draw_bins(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One bin per row of (n, n_bins) `logits`, drawn from softmax(logits).
+
+    Inverse-CDF sampling: one uniform number per row against the cumulative
+    unnormalised probabilities (torch.multinomial draws one exponential per bin).
+    """
+    weights = (logits - logits.amax(-1, keepdim=True)).exp_()
+    cdf = weights.cumsum(-1)
+    u = torch.rand(len(cdf), 1, generator=gen, dtype=cdf.dtype) * cdf[:, -1:]
+    # bins of zero probability add nothing to the CDF, so u never lands in them
+    return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_max(cdf.shape[1] - 1)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_sum: torch.Tensor
+) -> torch.Tensor:
+    """Scaled dot-product attention with per-head sums as matrix products.
+
+    q (..., 1, E) attends to k and v (..., L, E) (broadcast over the leading dims);
+    head_sum (E, H) maps embedding coordinates to their heads; returns (..., E). With a
+    head size of a few numbers, summing over a head's coordinates by a matrix product
+    beats reductions over the tiny head dimension and, for a handful of queries per
+    key set, the fused kernels' per-(batch, head) overhead.
+    """
+    scale = 1.0 / math.sqrt(q.shape[-1] // head_sum.shape[1])
+    scores = (q * k) @ (head_sum * scale)  # (..., L, H)
+    # softmax over L without the max shift when no exp overflows and the largest
+    # stays a normal float (the usual case: it saves two passes); else the shifted form
+    weights = scores.exp()
+    total = weights.sum(-2)
+    if not (torch.isfinite(total).all() and (total > 1e-30).all()):
+        weights = (scores - scores.amax(-2, keepdim=True)).exp_()
+        total = weights.sum(-2)
+    return ((weights @ head_sum.T) * v).sum(-2) / (total @ head_sum.T)
 
 
 # ------------------------------------------------------------------------------- GenRe
@@ -664,26 +731,39 @@ class GenRe:
     def _sample_chunk(
         self, X: np.ndarray, n_samples: int, tau: float, sigma: float, gen: torch.Generator
     ) -> np.ndarray:
-        """(m, n_samples, d) samples for the m rows of X, all decoded as one batch."""
+        """(m, n_samples, d) samples for the m rows of X.
+
+        The network runs on blocks of rows small enough for the CPU cache; the random
+        draws of each feature are made for the whole chunk at once, so the samples do
+        not depend on the block size.
+        """
         module = self.module_
         m, d = X.shape
         n = m * n_samples
-        cache = module.start_decoding(
-            module.encode(torch.as_tensor(X, dtype=torch.float32)), n_samples
-        )
+        x = torch.as_tensor(X, dtype=torch.float32)
+        rows_per_block = max(1, _DECODE_BLOCK // n_samples)
+        blocks = []  # (slice of the n sequences, its cache)
+        for start in range(0, m, rows_per_block):
+            stop = min(start + rows_per_block, m)
+            cache = module.start_decoding(module.encode(x[start:stop]), n_samples)
+            blocks.append((slice(start * n_samples, stop * n_samples), cache))
         rows = np.repeat(X, n_samples, axis=0)
         x_plus = torch.zeros(n, d, dtype=torch.float64)
         centres = module.centres.double()
         token = (module.start + module.dec_position[0]).expand(n, -1)
+        logits = torch.empty(n, module.centres.shape[1])
         for j in range(d):
             # every position goes through the cache: later features attend to it
-            logits = module.decode_step(token, cache, j)
+            for seqs, cache in blocks:
+                if j == 0:  # the same start token for all samples of a source
+                    first = module.decode_step(token[seqs][::n_samples], cache, 0)
+                    logits[seqs] = first.repeat_interleave(n_samples, 0)
+                else:
+                    logits[seqs] = module.decode_step(token[seqs], cache, j)
             if self.immutable_[j]:
                 value = torch.as_tensor(rows[:, j])
             else:
-                probs = torch.softmax(tau * logits.double(), dim=-1)
-                k = torch.multinomial(probs, 1, generator=gen).squeeze(1)
-                value = centres[j, k]
+                value = centres[j, _draw_bins(tau * logits, gen)]
                 if sigma > 0:
                     value = value + sigma * torch.randn(n, generator=gen, dtype=torch.float64)
                 if j in self.levels_:
@@ -751,17 +831,9 @@ class GenRe:
         )
 
     # -- persistence ---------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write the fitted model to directory `path` (created if needed).
-
-        Two files: ``genre.json`` (hyperparameters and feature metadata) and
-        ``genre.pt`` (the module's ``state_dict``, plain tensors, loadable with
-        ``torch.load(weights_only=True)``). Nothing is pickled. Returns the directory.
-        """
-        self._check_fitted()
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        config = {
+    def _config(self) -> dict:
+        """Hyperparameters and fitted feature metadata, JSON-serialisable."""
+        return {
             "format_version": _FORMAT_VERSION,
             "params": {name: getattr(self, name) for name in self._ARCH + self._TRAIN},
             "n_features": self.n_features_in_,
@@ -772,7 +844,46 @@ class GenRe:
             "n_targets": self.n_targets_,
             "loss_history": self.loss_history_,
         }
-        (path / CONFIG_FILE).write_text(json.dumps(config, indent=2))
+
+    @classmethod
+    def _from_config(cls, config: dict, weights: dict[str, torch.Tensor], where: str) -> GenRe:
+        """A fitted model from `_config` and a ``state_dict``; ConfigError naming `where`."""
+        try:
+            version = config["format_version"]
+            if version != _FORMAT_VERSION:
+                raise ConfigError(f"{where}: format_version {version!r} is not supported")
+            d = int(config["n_features"])
+            model = cls(
+                **config["params"],
+                immutable=config["immutable"],
+                categorical=[int(j) for j in config["levels"]],
+            )
+            model._check_params()
+            model.n_features_in_ = d
+            model.immutable_ = feature_mask(d, config["immutable"], "immutable")
+            model.levels_ = {
+                int(j): np.asarray(lv, dtype=np.float64) for j, lv in config["levels"].items()
+            }
+            model.n_sources_, model.n_targets_ = config["n_sources"], config["n_targets"]
+            model.loss_history_ = list(config["loss_history"])
+            module = model._build(d)
+            module.load_state_dict(weights)
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise ConfigError(f"{where}: not a GenRe model ({err})") from None
+        model.module_ = module.eval()
+        return model
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted model to directory `path` (created if needed).
+
+        Two files: ``genre.json`` (hyperparameters and feature metadata) and
+        ``genre.pt`` (the module's ``state_dict``, plain tensors, loadable with
+        ``torch.load(weights_only=True)``). Nothing is pickled. Returns the directory.
+        """
+        self._check_fitted()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / CONFIG_FILE).write_text(json.dumps(self._config(), indent=2))
         torch.save(self.module_.state_dict(), path / WEIGHTS_FILE)
         return path
 
@@ -789,30 +900,30 @@ class GenRe:
                 raise ConfigError(f"{f}: not found (expected a directory written by GenRe.save)")
         try:
             config = json.loads(config_file.read_text())
-            version = config["format_version"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+        except json.JSONDecodeError as err:
             raise ConfigError(f"{config_file}: not a GenRe configuration ({err})") from None
-        if version != _FORMAT_VERSION:
-            raise ConfigError(f"{config_file}: format_version {version!r} is not supported")
-        d = int(config["n_features"])
-        model = cls(
-            **config["params"],
-            immutable=config["immutable"],
-            categorical=[int(j) for j in config["levels"]],
-        )
-        model._check_params()
-        model.n_features_in_ = d
-        model.immutable_ = feature_mask(d, config["immutable"], "immutable")
-        model.levels_ = {
-            int(j): np.asarray(lv, dtype=np.float64) for j, lv in config["levels"].items()
-        }
-        model.n_sources_, model.n_targets_ = config["n_sources"], config["n_targets"]
-        model.loss_history_ = list(config["loss_history"])
-        module = model._build(d)
-        state = torch.load(weights_file, weights_only=True)
-        module.load_state_dict(state)
-        model.module_ = module.eval()
-        return model
+        if not isinstance(config, dict) or "format_version" not in config:
+            raise ConfigError(f"{config_file}: not a GenRe configuration (no format_version)")
+        weights = torch.load(weights_file, weights_only=True)
+        return cls._from_config(config, weights, str(config_file))
+
+    def get_state(self) -> dict:
+        """The fitted model as plain data for checkpoints: ``config`` (a JSON string of the
+        hyperparameters and feature metadata) and ``weights`` (the ``state_dict`` as
+        numpy arrays). Nothing needs pickling; `from_state` restores it exactly."""
+        self._check_fitted()
+        weights = {k: v.detach().numpy().copy() for k, v in self.module_.state_dict().items()}
+        return {"config": json.dumps(self._config()), "weights": weights}
+
+    @classmethod
+    def from_state(cls, state: dict) -> GenRe:
+        """The model `get_state` described; ConfigError if `state` is not one."""
+        try:
+            config = json.loads(state["config"])
+            weights = {k: torch.from_numpy(np.array(v)) for k, v in state["weights"].items()}
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
+            raise ConfigError(f"GenRe state: not a GenRe model ({err!r})") from None
+        return cls._from_config(config, weights, "GenRe state")
 
 
 __all__ = [

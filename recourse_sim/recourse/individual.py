@@ -23,7 +23,7 @@ from scipy.optimize import linprog
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import Learner, State, as_tensor
-from recourse_sim.recourse.action_set import ActionSet, feasible_root
+from recourse_sim.recourse.action_set import ActionSet, budget_excess, feasible_root
 
 METHODS = ("pgd", "wachter", "linear")
 
@@ -77,7 +77,11 @@ def individual_recourse(
     if method == "linear":
         delta = linear_recourse(learner, state, Xt, goal_t, action_set, solver=solver)
     else:
-        delta = _descent(learner, state, Xt, goal_t, action_set, method, steps, step_size, lam)
+        delta = None
+        if method == "pgd":  # None when the learner has no closed-form input gradient
+            delta = _descent_closed_form(learner, state, Xt, goal_t, action_set, steps, step_size)
+        if delta is None:
+            delta = _descent(learner, state, Xt, goal_t, action_set, method, steps, step_size, lam)
     with torch.no_grad():
         Xd = Xt + delta
         loss = goal_loss(learner, state, Xd, goal_t)
@@ -119,6 +123,41 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
                 direction = grad / w_step**2 / norm.clamp_min(1e-300)
             delta = action_set.project(X, delta - step * direction)
     return best.detach()
+
+
+def _descent_closed_form(
+    learner, state, X, goal, action_set, steps, step_size
+) -> torch.Tensor | None:
+    """`_descent` for "pgd" on numpy with the learner's closed-form input gradient: the
+    same iterates, without torch's per-call overhead on small batches. None if the
+    learner has no closed form."""
+    X_np, goal_np = X.detach().numpy(), goal.numpy()
+    state = {k: v.detach().numpy() for k, v in state.items()}  # converted once, not per step
+    first = learner.goal_loss_grad(state, X_np, goal_np)
+    if first is None:
+        return None
+    eps = float(action_set.epsilon)
+    step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
+    box = action_set.box(X_np)  # fixed for the whole descent
+    delta = np.zeros_like(X_np)
+    best = delta
+    best_obj = np.full(len(X_np), np.inf)
+    w = action_set.weights_
+    w_step = np.where(w > 0, w, 1.0)  # free features move in their own units
+    for i in range(steps + 1):
+        obj, grad = first if i == 0 else learner.goal_loss_grad(state, X_np + delta, goal_np)
+        improved = obj < best_obj
+        best_obj = np.where(improved, obj, best_obj)
+        best = np.where(improved[:, None], delta, best)
+        if i == steps:
+            break
+        if action_set.p == np.inf:
+            direction = np.sign(grad) / w_step
+        else:
+            norm = np.linalg.norm(grad / w_step, axis=1, keepdims=True)
+            direction = grad / w_step**2 / np.maximum(norm, 1e-300)
+        delta = action_set.project_rows(X_np, delta - step * direction, box)
+    return torch.from_numpy(best)
 
 
 def _smooth_cost(delta: torch.Tensor, w: torch.Tensor, p: float) -> torch.Tensor:
@@ -189,22 +228,33 @@ def linear_program_closed_form(
     if eps == 0.0:
         return torch.where(priced, 0.0, corner)
 
-    def candidate(mu: torch.Tensor) -> torch.Tensor:
+    g_np, lo_np, hi_np, corner_np = (t.detach().numpy() for t in (g, lo, hi, corner))
+    w_np = action_set.weights_
+    priced_np = w_np > 0
+
+    def candidate(mu: np.ndarray) -> np.ndarray:
         # at μ = 0 the free step is infinite and the box clips it to the corner
-        free = -g / (mu[:, None] * torch.where(priced, w, 1.0) ** 2)
-        free = torch.where(priced, torch.where(g == 0, 0.0, free), corner)
-        return torch.minimum(torch.maximum(free, lo), hi)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            free = -g_np / (mu[:, None] * np.where(priced_np, w_np, 1.0) ** 2)
+        free = np.where(priced_np, np.where(g_np == 0, 0.0, free), corner_np)
+        return np.minimum(np.maximum(free, lo_np), hi_np)
 
-    def cost(d: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.vector_norm(w * d, dim=1)
+    def cost(d: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(w_np * d, axis=1)
 
-    at_corner = cost(corner) <= eps
-    ratio = torch.where(priced, g / torch.where(priced, w, 1.0), 0.0)
-    mu_hi = torch.linalg.vector_norm(ratio, dim=1) / eps + 1e-300  # cost(candidate) = ε here
-    mu = feasible_root(
-        lambda m: cost(candidate(m)) / eps - 1.0, torch.zeros_like(mu_hi), mu_hi, at_corner
-    )
-    return torch.where(at_corner[:, None], corner, candidate(mu))
+    at_corner = cost(corner_np) <= eps
+    ratio = np.where(priced_np, g_np / np.where(priced_np, w_np, 1.0), 0.0)
+    with np.errstate(over="ignore"):
+        mu_hi = np.linalg.norm(ratio, axis=1) / eps + 1e-300  # cost(candidate) = ε here
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        mu = feasible_root(
+            lambda m: budget_excess(cost(candidate(m)), eps),
+            np.zeros_like(mu_hi),
+            mu_hi,
+            at_corner,
+        )
+    out = np.where(at_corner[:, None], corner_np, candidate(mu))
+    return torch.from_numpy(out).to(g.dtype)
 
 
 def linear_program_highs(g: torch.Tensor, X: torch.Tensor, action_set: ActionSet) -> torch.Tensor:

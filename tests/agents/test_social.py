@@ -42,6 +42,25 @@ def test_sbm_is_seeded_and_simple():
     assert nx.number_of_selfloops(nxg) == 0 and nxg.number_of_edges() == a.n_edges
 
 
+def test_from_edges_is_the_sorted_simple_adjacency():
+    """CSR rows list each node's distinct neighbours in increasing order, checked against
+    sets built edge by edge; self-loops and repeated or reversed edges collapse."""
+    rng = np.random.default_rng(3)
+    n = 60
+    a, b = rng.integers(n, size=400), rng.integers(n, size=400)
+    g = SocialGraph.from_edges(n, a, b)
+    expected = [set() for _ in range(n)]
+    for u, v in zip(a.tolist(), b.tolist(), strict=True):
+        if u != v:
+            expected[u].add(v)
+            expected[v].add(u)
+    for node in range(n):
+        row = g.indices[g.indptr[node] : g.indptr[node + 1]]
+        assert row.tolist() == sorted(expected[node])
+    empty = SocialGraph.from_edges(3, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert empty.indptr.tolist() == [0, 0, 0, 0] and empty.indices.size == 0
+
+
 def test_networkx_round_trip():
     g = nx.karate_club_graph()
     ours = SocialGraph.from_networkx(g)

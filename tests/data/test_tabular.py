@@ -13,6 +13,7 @@ EXPECTED = {
     # name: (rows, features, classes, rows with label 1)
     "adult": (45_222, 12, 2, 11_208),
     "compas": (6_172, 9, 2, 3_363),
+    "compas_score": (6_172, 7, 2, 3_421),
     "german": (1_000, 13, 2, 700),
     "iris": (150, 4, 3, 50),
     "digits": (1_797, 64, 10, 182),
@@ -22,10 +23,16 @@ EXPECTED = {
 ROSS_ACTIONABLE = {
     "adult": ({"education_num", "hours_per_week"}, {"education_num"}),
     "compas": ({"priors_count"}, set()),
+    "compas_score": ({"priors_count"}, set()),
     "german": ({"age", "credit_amount"}, {"age"}),
 }
 
-PROTECTED = {"adult": "sex_male", "compas": "race_white", "german": "sex_male"}
+PROTECTED = {
+    "adult": "sex_male",
+    "compas": "race_white",
+    "compas_score": "race_white",
+    "german": "sex_male",
+}
 
 
 def test_names_cover_expected() -> None:
@@ -109,5 +116,6 @@ def test_frame() -> None:
 
 @pytest.mark.parametrize("bad", ["mnist", "Adult", "", 3])
 def test_unknown_name_lists_valid_names(bad: object) -> None:
-    with pytest.raises(ConfigError, match="valid names: adult, compas, digits, german, iris"):
+    valid = "valid names: adult, compas, compas_score, digits, german, iris"
+    with pytest.raises(ConfigError, match=valid):
         load(bad)  # type: ignore[arg-type]

@@ -522,3 +522,18 @@ populations:
     groups = [r["group"] for r in trace[-1][4]]
     assert groups == ["north", "south", "query", "all"]
     assert trace[-1][3] is True  # truncated after the scenario's 3 rounds
+
+
+def test_capacity_decision_is_the_stable_top_share():
+    # the partition-based rule picks what a stable sort of −p would, ties in row order
+    env = _small("school_assignment")
+    rule = env.scenario.decision
+    assert rule.rule == "capacity"
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 200, 1001):
+        p = rng.choice([0.1, 0.3, 0.5, 0.9], size=n) if n > 7 else rng.random(n)
+        proba = np.stack([1 - p, p], axis=1)
+        places = round(rule.capacity * n)
+        expected = np.zeros(n, bool)
+        expected[np.argsort(-proba[:, env.favourable], kind="stable")[:places]] = True
+        np.testing.assert_array_equal(env._decide(proba, np.zeros(n, int)), expected)

@@ -196,8 +196,82 @@ def test_closed_form_gradient_and_hessian_match_torch_func(request, data, fit_in
         model._grad(theta, Z, Y).reshape(-1), torch.func.grad(risk)(flat), rtol=1e-10, atol=1e-9
     )
     torch.testing.assert_close(
-        model._hessian(theta, Z),
+        torch.from_numpy(model._hessian(theta.numpy(), Z.numpy())),
         torch.func.jacrev(torch.func.grad(risk))(flat),
         rtol=1e-10,
         atol=1e-9,
     )
+    # the numpy forms the Newton solve runs on
+    np.testing.assert_allclose(
+        model._grad_np(theta.numpy(), Z.numpy(), Y.numpy()),
+        model._grad(theta, Z, Y).numpy(),
+        rtol=1e-12,
+        atol=1e-10,
+    )
+    weight = torch.linspace(0.5, 2.0, len(Z), dtype=torch.float64)
+    np.testing.assert_allclose(
+        model._risk_np(theta.numpy(), Z.numpy(), Y.numpy(), weight.numpy()),
+        float(model._risk(theta, Z, Y, weight)),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        model._grad_np(theta.numpy(), Z.numpy(), Y.numpy(), weight.numpy()),
+        model._grad(theta, Z, Y, weight).numpy(),
+        rtol=1e-12,
+        atol=1e-10,
+    )
+    torch.testing.assert_close(
+        torch.from_numpy(model._hessian(theta.numpy(), Z.numpy(), weight.numpy())),
+        torch.func.jacrev(
+            torch.func.grad(lambda f: model._risk(f.reshape(theta.shape), Z, Y, weight))
+        )(flat),
+        rtol=1e-10,
+        atol=1e-9,
+    )
+
+
+# -- numpy fast paths against the torch definitions ----------------------------------------
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+@pytest.mark.parametrize("data", ["iris", "binary"])
+def test_numpy_proba_and_goal_gradient_match_torch(request, data, standardize):
+    from recourse_sim.recourse.individual import goal_loss
+
+    X, y = request.getfixturevalue(data)
+    model = LogisticRegression(standardize=standardize).fit(X, y)
+    state = model.state()
+    Xt = torch.tensor(X, requires_grad=True)
+    np.testing.assert_allclose(
+        model.predict_proba(X), model.proba_fn(state, Xt).detach().numpy(), rtol=1e-12, atol=1e-15
+    )
+    goal = torch.as_tensor((y + 1) % len(model.classes_))
+    loss = goal_loss(model, state, Xt, goal)
+    (grad,) = torch.autograd.grad(loss.sum(), Xt)
+    fast_loss, fast_grad = model.goal_loss_grad(state, X, goal.numpy())
+    np.testing.assert_allclose(fast_loss, loss.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fast_grad, grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
+    # many parameters: the steering Hessians are kept across small steps and formed in
+    # float32; θ* and the factor at θ* must be those of plain float64 Newton
+    from recourse_sim.learners import logistic
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 40))
+    y = (X @ rng.normal(size=40) / 6 + 0.5 * rng.normal(size=3000) > 0).astype(np.int64)
+    X_new = rng.normal(size=(3000, 40))
+    y_new = (X_new @ rng.normal(size=40) / 6 + rng.normal(size=3000) > 0).astype(np.int64)
+    model = LogisticRegression(update_rule="window", window=1).fit(X, y)
+    Z = model._design(torch.as_tensor(X_new))
+    Y = model._targets(torch.as_tensor(y_new), 1)
+    theta0 = model._pack(model.state())
+    assert theta0.numel() >= logistic._LAG_MIN_PARAMS
+    fast, L_fast = model._newton(theta0, Z, Y)
+    monkeypatch.setattr(logistic, "_LAG_MIN_PARAMS", 10**9)
+    plain, L_plain = model._newton(theta0, Z, Y)
+    np.testing.assert_allclose(fast.numpy(), plain.numpy(), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(L_fast.numpy(), L_plain.numpy(), rtol=1e-7)
+    H = model._hessian(fast.numpy(), Z.numpy())
+    np.testing.assert_allclose(L_fast.numpy() @ L_fast.numpy().T, H, rtol=1e-12, atol=1e-9)

@@ -132,3 +132,47 @@ def test_features_by_name():
 def test_bad_declarations_raise_typed_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
         ActionSet(2, feature_names=["a", "b"], **kwargs)
+
+
+# -- fast paths against the multiplier search -------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_projection_fast_paths_match_the_root_search(problem):
+    # rows within the budget after the box clip and single-feature sets skip the search
+    a, X, delta = problem
+    fast = a.project(X, delta)
+    searched = a.project_rows(X, delta, root_search_only=True)
+    np.testing.assert_allclose(fast, searched, atol=1e-9, rtol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(action_sets(), st.integers(0, 2**32 - 1))
+def test_projection_of_many_rows_matches_one_row_at_a_time(a, seed):
+    # only the rows outside the budget enter the search: no row depends on another
+    rng = np.random.default_rng(seed)
+    X = rng.normal(scale=3, size=(12, a.n_features))
+    delta = rng.normal(scale=3, size=(12, a.n_features))
+    together = a.project(X, delta)
+    alone = np.concatenate([a.project(X[i : i + 1], delta[i : i + 1]) for i in range(12)])
+    np.testing.assert_allclose(together, alone, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_single_actionable_feature_projection_is_a_clip(p):
+    a = ActionSet(
+        3,
+        immutable=[0, 2],
+        lower=[-np.inf, 0.0, -np.inf],
+        cost_weights=[1.0, 4.0, 1.0],
+        p=p,
+        epsilon=2.0,
+    )
+    X = np.array([[0.0, 1.0, 0.0], [0.0, 3.0, 0.0], [5.0, 0.2, 1.0]])
+    delta = np.array([[9.0, 3.0, 9.0], [0.0, -7.0, 0.0], [0.0, -0.1, 0.0]])
+    d = a.project(X, delta)
+    # |δ₁| ≤ ε / w₁ = 0.5, x₁ + δ₁ ≥ 0, the others immutable
+    np.testing.assert_array_equal(d, [[0.0, 0.5, 0.0], [0.0, -0.5, 0.0], [0.0, -0.1, 0.0]])
+    np.testing.assert_allclose(d, a.project_rows(X, delta, root_search_only=True), atol=1e-12)
+    assert np.all(a.cost(d) <= a.epsilon)

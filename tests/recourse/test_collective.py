@@ -294,3 +294,30 @@ def test_bad_arguments_raise_config_error(change, match):
     kw = dict(queries=X[5], goals=0, action_set=ActionSet(2)) | change
     with pytest.raises(ConfigError, match=match):
         collective_recourse(learner, X, y, **kw)
+
+
+def test_warm_started_refits_change_nothing_beyond_tolerance(monkeypatch):
+    # each evaluation's Newton refits start from the previous evaluation's solution
+    rng = np.random.default_rng(5)
+    X0 = rng.normal(size=(300, 3))
+    y0 = (X0 @ [1.0, -1.0, 0.5] > 0).astype(np.int64)
+    X = rng.normal(size=(300, 3))
+    y = (X @ [1.0, -1.0, 0.5] + 0.3 * rng.normal(size=300) > 0).astype(np.int64)
+    learner = LogisticRegression(update_rule="refit").fit(X0, y0)
+    queries = X[np.argsort(learner.predict_proba(X)[:, 1])[:10]]
+    aset = ActionSet(3, immutable=[2], cost_weights=[1.0, 2.0, 1.0], epsilon=0.5)
+    kwargs = dict(horizon=2, steps=8)
+    warm = collective_recourse(learner, X, y, queries, 1, aset, **kwargs)
+    cold_update = LogisticRegression.warm_update_fn
+    monkeypatch.setattr(
+        LogisticRegression,
+        "warm_update_fn",
+        lambda self, st, X, y, start: cold_update(self, st, X, y, None),
+    )
+    cold = collective_recourse(learner, X, y, queries, 1, aset, **kwargs)
+    np.testing.assert_allclose(warm.delta, cold.delta, atol=1e-9)
+    np.testing.assert_allclose(warm.loss_history, cold.loss_history, rtol=1e-10)
+    assert warm.query_loss_before == pytest.approx(cold.query_loss_before, rel=1e-12)
+    assert warm.query_loss_after == pytest.approx(cold.query_loss_after, rel=1e-12)
+    for key in ("coef", "intercept"):
+        np.testing.assert_allclose(warm.state_after[key], cold.state_after[key], atol=1e-10)

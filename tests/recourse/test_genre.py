@@ -288,3 +288,79 @@ def test_load_errors(tmp_path):
     (tmp_path / WEIGHTS_FILE).write_bytes(b"")
     with pytest.raises(ConfigError, match="not a GenRe configuration"):
         GenRe.load(tmp_path)
+
+
+# ------------------------------------------------------------------ fast sampling paths
+def test_inference_encoder_equals_the_torch_encoder():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        module = RecourseTransformer(6, 5, 16, 4, 2, 16, 0.0).eval()
+    x = torch.rand(7, 6)
+    with torch.no_grad():
+        tokens = module.embed(x, slice(None)) + module.enc_position
+        torch.testing.assert_close(module.encode(x), module.encoder(tokens))
+
+
+def test_samples_share_cross_attention_and_the_first_position():
+    """Decoding k samples per source against one copy of its encoder states (and
+    position 0 once per source) equals decoding every sequence on its own."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        module = RecourseTransformer(4, 6, 16, 4, 2, 16, 0.0).eval()
+    x, k = torch.rand(3, 4), 5
+    x_plus = torch.rand(3 * k, 4)
+    with torch.no_grad():
+        tokens = module.decoder_input(x_plus)
+        memory = module.encode(x)
+        alone = module.start_decoding(memory.repeat_interleave(k, 0))
+        shared = module.start_decoding(memory, k)
+        for j in range(4):
+            first = tokens[::k, 0] if j == 0 else tokens[:, j]
+            got = module.decode_step(first, shared, j)
+            if j == 0:
+                got = got.repeat_interleave(k, 0)
+            torch.testing.assert_close(got, module.decode_step(tokens[:, j], alone, j))
+        with pytest.raises(ValueError, match="per source"):
+            module.decode_step(tokens[:3, 1], shared, 1)
+
+
+def test_attention_is_softmax_attention_even_for_huge_scores():
+    from recourse_sim.recourse.genre import _attend
+
+    torch.manual_seed(3)
+    head_sum = torch.zeros(8, 2)
+    head_sum[torch.arange(8), torch.arange(8) // 4] = 1.0
+    for size in (1.0, 300.0):  # 300: exp overflows without the max shift
+        q, k, v = size * torch.randn(5, 1, 8), size * torch.randn(5, 6, 8), torch.randn(5, 6, 8)
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.view(5, 1, 2, 4).transpose(1, 2),
+            k.view(5, 6, 2, 4).transpose(1, 2),
+            v.view(5, 6, 2, 4).transpose(1, 2),
+        )
+        got = _attend(q, k, v, head_sum)
+        torch.testing.assert_close(got, ref.transpose(1, 2).reshape(5, 1, 8)[:, 0])
+
+
+def test_bins_are_drawn_with_their_probabilities():
+    from recourse_sim.recourse.genre import _draw_bins
+
+    logits = torch.log(torch.tensor([[0.5, 0.0, 0.3, 0.2]])).expand(40_000, -1)
+    bins = _draw_bins(logits, torch.Generator().manual_seed(0))
+    freq = torch.bincount(bins, minlength=4).double() / len(bins)
+    torch.testing.assert_close(
+        freq, torch.tensor([0.5, 0.0, 0.3, 0.2], dtype=torch.float64), atol=0.01, rtol=0
+    )
+    assert not (bins == 1).any()  # a bin of probability 0 is never drawn
+
+
+def test_state_round_trip_is_exact(toy_model):
+    state = toy_model.get_state()
+    assert isinstance(state["config"], str)
+    assert all(isinstance(w, np.ndarray) for w in state["weights"].values())
+    again = GenRe.from_state(state)
+    X = np.array([[0.1, 0.2, 0.0], [0.3, 0.1, 1.0]])
+    np.testing.assert_array_equal(
+        again.sample(X, 3, random_state=4), toy_model.sample(X, 3, random_state=4)
+    )
+    with pytest.raises(ConfigError, match="not a GenRe model"):
+        GenRe.from_state({"config": "{}", "weights": {}})

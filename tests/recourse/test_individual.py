@@ -139,3 +139,39 @@ def test_pgd_steps_follow_the_cost_metric():
     a = ActionSet(2, immutable=[1], increase_only=[0], cost_weights=[0.01, 1.0], epsilon=0.5)
     res = individual_recourse(model, X, 1, a, method="pgd", steps=50)
     np.testing.assert_allclose(res.delta[:, 0], 50.0, rtol=1e-6)  # the budget: 50 points
+
+
+# -- the closed-form descent against autograd --------------------------------------------
+
+
+@pytest.mark.parametrize("p", [2, np.inf, 1])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_closed_form_pgd_matches_the_autograd_descent(p, standardize):
+    from recourse_sim.recourse.individual import _descent, _descent_closed_form
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4)) * [1.0, 10.0, 0.1, 1.0]
+    y = (X @ np.array([1.0, 0.1, -5.0, 0.0]) + 0.3 * rng.normal(size=300) > 0).astype(np.int64)
+    learner = LogisticRegression(C=10.0, standardize=standardize).fit(X, y)
+    a = random_action_set(rng, 4, p)
+    Xt = torch.as_tensor(X[:60])
+    goal = torch.as_tensor(1 - y[:60])  # every row wants the other class
+    state = learner.state()
+    fast = _descent_closed_form(learner, state, Xt, goal, a, 10, None)
+    slow = _descent(learner, state, Xt, goal, a, "pgd", 10, None, 0.1)
+    np.testing.assert_allclose(fast.numpy(), slow.numpy(), atol=1e-9, rtol=1e-9)
+
+
+def test_closed_form_pgd_matches_autograd_for_softmax():
+    from recourse_sim.recourse.individual import _descent, _descent_closed_form
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3))
+    y = np.argmax(X @ rng.normal(size=(3, 3)), axis=1)
+    learner = LogisticRegression(C=1.0).fit(X, y)
+    a = ActionSet(3, increase_only=[0], cost_weights=[1.0, 0.5, 2.0], p=2, epsilon=1.5)
+    goal = torch.as_tensor((y[:50] + 1) % 3)
+    state = learner.state()
+    fast = _descent_closed_form(learner, state, torch.as_tensor(X[:50]), goal, a, 8, None)
+    slow = _descent(learner, state, torch.as_tensor(X[:50]), goal, a, "pgd", 8, None, 0.1)
+    np.testing.assert_allclose(fast.numpy(), slow.numpy(), atol=1e-9, rtol=1e-9)
