@@ -169,9 +169,12 @@ def _oar_problem(n: int, d: int, n_queries: int = 50, seed: int = 0):
 
 
 def bench_oar(n: int = 30_000, d: int = 100, repeats: int = 5, seed: int = 0) -> dict[str, Any]:
-    """Time of one projected-gradient step (query loss + hypergradient through the
-    logistic refit, then the projection) and the hypergradient's relative error
-    against central finite differences of the retrained model's query loss."""
+    """OAR at scale. ``oar_step_s_30k``: one evaluation of the query loss and its
+    hypergradient through the logistic refit (the gradient of a projected-gradient
+    step, without the projection); ``oar_pgd_step_s_30k``: one whole step of
+    `collective_recourse` (that evaluation, the descent direction, the projection and
+    the step-size test); and the hypergradient's relative error against central finite
+    differences of the retrained model's query loss."""
     from recourse_sim.recourse import ActionSet, collective_recourse
     from recourse_sim.recourse.collective import collective_hypergradient
 
