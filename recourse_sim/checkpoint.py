@@ -14,10 +14,6 @@ files deleted. A crash at any point therefore leaves either the previous checkpo
 the new one, never a mixture. Loading verifies both digests before decoding anything,
 so a truncated or bit-flipped checkpoint raises `CheckpointError` naming the file
 instead of being half-loaded.
-
-`environment_state` / `restore_environment` are an environment's state for a checkpoint:
-its own ``get_state()`` plus what its population strategies have learnt (a ``genre``
-population's GenRe weights, as numpy arrays, and its buffer of observed rows).
 """
 
 from __future__ import annotations
@@ -43,9 +39,7 @@ __all__ = [
     "Checkpoint",
     "atomic_write_bytes",
     "atomic_write_text",
-    "environment_state",
     "load_checkpoint",
-    "restore_environment",
     "save_checkpoint",
 ]
 
@@ -282,45 +276,3 @@ def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
     except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile) as e:
         raise CheckpointError(f"checkpoint {path} cannot be decoded: {e}") from e
     return Checkpoint(round=rounds_done, state=state, meta=meta, path=path)
-
-
-# --------------------------------------------------------------------------- environments
-
-
-def environment_state(env: Any) -> dict[str, Any]:
-    """``env.get_state()`` plus, under ``"strategies"``, the state of every population
-    strategy that has one (by population name)."""
-    state = env.get_state()
-    # (an environment without population strategies has nothing more to save)
-    learnt = {s.population: s.get_state() for s in getattr(env, "strategies", ())}
-    learnt = {name: value for name, value in learnt.items() if value}
-    if learnt:
-        state["strategies"] = learnt
-    return state
-
-
-def restore_environment(env: Any, state: Mapping[str, Any]) -> None:
-    """Restore an `environment_state` into `env` (of the same scenario).
-
-    Raises `CheckpointError` when a strategy that learns (``genre``) has no state in
-    it, e.g. a checkpoint written before strategies were saved: resuming would silently
-    forget its model and give different rounds.
-    """
-    from recourse_sim.errors import ConfigError
-
-    env.set_state(state)
-    learnt = state.get("strategies", {})
-    for strategy in getattr(env, "strategies", ()):
-        if not strategy.learns:
-            continue
-        if strategy.population not in learnt:
-            raise CheckpointError(
-                f"checkpoint has no state for population {strategy.population!r} "
-                f"({strategy.name}); it cannot be resumed exactly"
-            )
-        try:
-            strategy.set_state(learnt[strategy.population])
-        except (KeyError, TypeError, ValueError, ConfigError) as exc:
-            raise CheckpointError(
-                f"checkpoint state of population {strategy.population!r} is corrupt: {exc}"
-            ) from None

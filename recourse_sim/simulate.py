@@ -49,9 +49,7 @@ from recourse_sim.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
     atomic_write_text,
-    environment_state,
     load_checkpoint,
-    restore_environment,
     save_checkpoint,
 )
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -465,7 +463,7 @@ def simulate(
     metrics: _MetricsFile | None = None
     try:
         if checkpoint is not None:
-            restore_environment(env, checkpoint.state)
+            env.set_state(checkpoint.state)
             done = checkpoint.round
             table = _Table(checkpoint.meta.get("columns"))
             table.text = prefix.decode("utf-8").splitlines(keepends=True)
@@ -519,7 +517,7 @@ def _save(
     save_checkpoint(
         out / CHECKPOINT_DIR,
         round=done,
-        state=environment_state(env),
+        state=env.get_state(),
         meta={
             "run": identity,
             "columns": table.columns,

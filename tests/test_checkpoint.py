@@ -178,13 +178,12 @@ def test_resume_with_a_genre_population_is_exact(tmp_path):
 
 
 def test_a_checkpoint_without_the_genre_state_is_refused(tmp_path):
-    from recourse_sim.checkpoint import environment_state, restore_environment
     from recourse_sim.env import RecourseEnv
 
     env = RecourseEnv("lending_german_genre", world__cohort_size=100, world__history_size=300)
     env.reset(seed=0)
-    state = environment_state(env)
-    assert "strategies" in state  # a genre population always has a state (its buffer)
+    state = env.get_state()
+    assert "applicants" in state["strategies"]  # a genre population always has a state (its buffer)
     state.pop("strategies")
     with pytest.raises(CheckpointError, match="applicants"):
-        restore_environment(env, state)
+        env.set_state(state)

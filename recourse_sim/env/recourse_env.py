@@ -253,16 +253,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     def _recourse_budget(self, given: float | None = None) -> float:
         """Budget of the bank's recourse δ* (cost units): `given`, else
         ``learner.recourse_budget``, else the largest budget of the populations that seek
-        recourse for themselves (``individual``, ``genre``), else 1."""
+        recourse for themselves (those acting at the decision), else 1."""
         if given is not None:
             return float(given)
         if self.scenario.learner.recourse_budget is not None:
             return float(self.scenario.learner.recourse_budget)
-        budgets = [
-            p.epsilon
-            for p in self.scenario.populations.values()
-            if p.strategy in ("individual", "genre")
-        ]
+        budgets = [s.spec.epsilon for s in self.strategies if s.stage == "decision"]
         return float(max(budgets)) if budgets else 1.0
 
     def _pare_threshold(self, cohort: Cohort, rng: np.random.Generator) -> dict[str, float]:
@@ -627,6 +623,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "feature_mean": self._feature_mean.copy(),
             "feature_scale": self._feature_scale.copy(),
             "pare": dict(self._pare),
+            # what population strategies have learnt (a genre population's GenRe weights
+            # and buffer), by population; strategies that learn nothing are left out
+            "strategies": {s.population: s.get_state() for s in self.strategies if s.learns},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -667,6 +666,22 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._pare = {k: float(v) for k, v in state.get("pare", {}).items()}
             if self.scenario.decision.rule == "pare" and not self._pare:
                 raise CheckpointError("checkpoint has no PARE threshold for a pare scenario")
+            learnt = state.get("strategies", {})
+            for s in self.strategies:
+                if not s.learns:
+                    continue
+                # resuming without it would silently forget the model: different rounds
+                if s.population not in learnt:
+                    raise CheckpointError(
+                        f"checkpoint has no state for population {s.population!r} "
+                        f"({s.name}); it cannot be resumed exactly"
+                    )
+                try:
+                    s.set_state(learnt[s.population])
+                except (KeyError, TypeError, ValueError, ConfigError) as exc:
+                    raise CheckpointError(
+                        f"checkpoint state of population {s.population!r} is corrupt: {exc}"
+                    ) from None
             self._last_metrics = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
