@@ -77,11 +77,7 @@ def individual_recourse(
     if method == "linear":
         delta = linear_recourse(learner, state, Xt, goal_t, action_set, solver=solver)
     else:
-        delta = None
-        if method == "pgd":  # None when the learner has no closed-form input gradient
-            delta = _descent_closed_form(learner, state, Xt, goal_t, action_set, steps, step_size)
-        if delta is None:
-            delta = _descent(learner, state, Xt, goal_t, action_set, method, steps, step_size, lam)
+        delta = _descent(learner, state, Xt, goal_t, action_set, method, steps, step_size, lam)
     with torch.no_grad():
         Xd = Xt + delta
         loss = goal_loss(learner, state, Xd, goal_t)
@@ -95,47 +91,17 @@ def individual_recourse(
 
 
 def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam) -> torch.Tensor:
-    eps = float(action_set.epsilon)
-    step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
-    delta = torch.zeros_like(X)
-    best = delta.clone()
-    best_obj = torch.full((len(X),), torch.inf, dtype=X.dtype)
-    w = torch.tensor(action_set.weights_, dtype=X.dtype)
-    w_step = torch.where(w > 0, w, 1.0)  # free features move in their own units
-    for i in range(steps + 1):
-        delta.requires_grad_(True)
-        obj = goal_loss(learner, state, X + delta, goal)
-        if method == "wachter":
-            obj = obj + lam * _smooth_cost(delta, w, action_set.p)
-        (grad,) = torch.autograd.grad(obj.sum(), delta)
-        with torch.no_grad():
-            improved = obj < best_obj
-            best_obj = torch.where(improved, obj, best_obj)
-            best = torch.where(improved[:, None], delta, best)
-            if i == steps:
-                break
-            # steepest descent in the cost metric, normalised: each step costs `step`
-            # whatever the gradient's scale and the features' units
-            if action_set.p == np.inf:
-                direction = grad.sign() / w_step
-            else:
-                norm = torch.linalg.vector_norm(grad / w_step, dim=1, keepdim=True)
-                direction = grad / w_step**2 / norm.clamp_min(1e-300)
-            delta = action_set.project(X, delta - step * direction)
-    return best.detach()
+    """Projected steepest descent of each row's objective, keeping its best iterate.
 
-
-def _descent_closed_form(
-    learner, state, X, goal, action_set, steps, step_size
-) -> torch.Tensor | None:
-    """`_descent` for "pgd" on numpy with the learner's closed-form input gradient: the
-    same iterates, without torch's per-call overhead on small batches. None if the
-    learner has no closed form."""
+    "pgd" descends the goal loss, "wachter" the goal loss + λ·cost. The loop runs on
+    numpy; the gradient comes from the learner's closed form where it has one (pgd),
+    else from autograd through `proba_fn`."""
     X_np, goal_np = X.detach().numpy(), goal.numpy()
-    state = {k: v.detach().numpy() for k, v in state.items()}  # converted once, not per step
-    first = learner.goal_loss_grad(state, X_np, goal_np)
-    if first is None:
-        return None
+    objective = None
+    if method == "pgd":
+        objective = _closed_form_objective(learner, state, X_np, goal_np)
+    if objective is None:
+        objective = _autograd_objective(learner, state, X, goal, action_set, method, lam)
     eps = float(action_set.epsilon)
     step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
     box = action_set.box(X_np)  # fixed for the whole descent
@@ -145,12 +111,14 @@ def _descent_closed_form(
     w = action_set.weights_
     w_step = np.where(w > 0, w, 1.0)  # free features move in their own units
     for i in range(steps + 1):
-        obj, grad = first if i == 0 else learner.goal_loss_grad(state, X_np + delta, goal_np)
+        obj, grad = objective(delta)
         improved = obj < best_obj
         best_obj = np.where(improved, obj, best_obj)
         best = np.where(improved[:, None], delta, best)
         if i == steps:
             break
+        # steepest descent in the cost metric, normalised: each step costs `step`
+        # whatever the gradient's scale and the features' units
         if action_set.p == np.inf:
             direction = np.sign(grad) / w_step
         else:
@@ -158,6 +126,38 @@ def _descent_closed_form(
             direction = grad / w_step**2 / np.maximum(norm, 1e-300)
         delta = action_set.project_rows(X_np, delta - step * direction, box)
     return torch.from_numpy(best)
+
+
+def _closed_form_objective(learner, state, X: np.ndarray, goal: np.ndarray):
+    """δ ↦ (goal loss, its gradient) per row from the learner's closed form, on numpy
+    (no torch per-call overhead on small batches); None if the learner has none."""
+    state = {k: v.detach().numpy() for k, v in state.items()}  # converted once, not per step
+    first = learner.goal_loss_grad(state, X, goal)
+    if first is None:
+        return None
+
+    def objective(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not delta.any():  # the start, already evaluated
+            return first
+        return learner.goal_loss_grad(state, X + delta, goal)
+
+    return objective
+
+
+def _autograd_objective(learner, state, X, goal, action_set, method, lam):
+    """δ ↦ (objective, its gradient) per row by autograd through the learner's
+    `proba_fn`; "wachter" adds λ·cost (smoothed at 0)."""
+    w = torch.tensor(action_set.weights_, dtype=X.dtype)
+
+    def objective(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d = torch.from_numpy(delta).to(X.dtype).requires_grad_(True)
+        obj = goal_loss(learner, state, X + d, goal)
+        if method == "wachter":
+            obj = obj + lam * _smooth_cost(d, w, action_set.p)
+        (grad,) = torch.autograd.grad(obj.sum(), d)
+        return obj.detach().numpy(), grad.numpy()
+
+    return objective
 
 
 def _smooth_cost(delta: torch.Tensor, w: torch.Tensor, p: float) -> torch.Tensor:
