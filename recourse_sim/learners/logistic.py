@@ -288,36 +288,6 @@ class LogisticRegression(Learner):
             return y.to(torch.float64)[:, None]
         return torch.nn.functional.one_hot(y.long(), m).to(torch.float64)
 
-    def _risk(
-        self,
-        theta: torch.Tensor,
-        Z: torch.Tensor,
-        Y: torch.Tensor,
-        weight: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """The regularised risk R(θ) = 0.5 ‖W‖² + C Σ wᵢ lossᵢ (+ intercept-centring term);
-        row weights w (n,) default to 1."""
-        logits = Z @ theta.T
-        if theta.shape[0] == 1:
-            loss = torch.nn.functional.softplus(logits) - Y * logits
-        else:
-            loss = torch.logsumexp(logits, dim=1, keepdim=True) - (Y * logits).sum(1, keepdim=True)
-        if weight is not None:
-            loss = weight[:, None] * loss
-        return (
-            0.5 * (self._penalised(theta) ** 2).sum() + self.C * loss.sum() + self._centring(theta)
-        )
-
-    def _penalised(self, theta: torch.Tensor) -> torch.Tensor:
-        return theta[:, :-1] if self.fit_intercept else theta
-
-    def _centring(self, theta: torch.Tensor) -> torch.Tensor:
-        # Softmax intercepts can shift together without changing R; 0.5 (Σ b)² picks
-        # the Σ b = 0 representative (scikit-learn's) and makes the Hessian invertible.
-        if self.fit_intercept and theta.shape[0] > 1:
-            return 0.5 * theta[:, -1].sum() ** 2
-        return theta.new_zeros(())
-
     def _grad(
         self,
         theta: torch.Tensor,
@@ -339,7 +309,9 @@ class LogisticRegression(Learner):
     # The Newton solve records no graph, so it runs on numpy: on small batches torch's
     # per-call overhead dominates, on large ones both spend the time in the same BLAS.
     def _risk_np(self, theta, Z, Y, weight=None, logits=None) -> float:
-        """`_risk` on float64 numpy arrays (`logits` = Z θᵀ if already known)."""
+        """The regularised risk R(θ) = 0.5 ‖W‖² + C Σ wᵢ lossᵢ (+ intercept-centring term)
+        on float64 numpy arrays; row weights w (n,) default to 1, `logits` = Z θᵀ if
+        already known."""
         logits = Z @ theta.T if logits is None else logits
         if theta.shape[0] == 1:
             loss = _softplus(logits) - Y * logits
@@ -350,6 +322,8 @@ class LogisticRegression(Learner):
         penalised = theta[:, :-1] if self.fit_intercept else theta
         risk = 0.5 * float((penalised**2).sum()) + self.C * float(loss.sum())
         if self.fit_intercept and theta.shape[0] > 1:
+            # Softmax intercepts can shift together without changing R; 0.5 (Σ b)² picks
+            # the Σ b = 0 representative (scikit-learn's) and makes the Hessian invertible.
             risk += 0.5 * float(theta[:, -1].sum()) ** 2
         return risk
 
