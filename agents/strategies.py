@@ -24,7 +24,6 @@ import numpy as np
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import Learner
 from recourse_sim.recourse import ActionSet
-from recourse_sim.recourse.individual import RecourseResult
 from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
@@ -263,21 +262,15 @@ class GenreRecourse(Strategy):
     def _recourse(self, learner: Learner, X: np.ndarray, goal: int, seed: int):
         """Best-of-k GenRe recourse for rows X (original units), projected into the
         action set."""
-        centre, scale = self._centre, self._scale
-        Z = (X - centre) / scale
+        from recourse_sim.recourse.genre import best_sample
+
+        Z = (X - self._centre) / self._scale
         samples = self.model.sample(
             Z, self.spec.samples, temperature=self.spec.temperature, random_state=seed
         )
-        n, k, d = samples.shape
-        change = (samples * scale + centre - X[:, None, :]).reshape(n * k, d)
-        rows = np.repeat(X, k, axis=0)
-        change = np.asarray(self.action_set.project(rows, change))
-        score = learner.predict_proba(rows + change)[:, goal].reshape(n, k)
-        best = change.reshape(n, k, d)[np.arange(n), score.argmax(1)]
-        cost = np.asarray(self.action_set.cost(best))
-        chosen = score.max(1)
-        return RecourseResult(
-            delta=best, loss=-np.log(np.clip(chosen, 1e-300, None)), success=chosen > 0.5, cost=cost
+        samples = samples * self._scale + self._centre
+        return best_sample(
+            X, samples, lambda rows: learner.predict_proba(rows)[:, goal], self.action_set
         )
 
     def get_state(self) -> dict:

@@ -89,6 +89,35 @@ def score_function(classifier) -> ScoreFn:
     )
 
 
+def best_sample(
+    X: np.ndarray, samples: np.ndarray, classifier, action_set: ActionSet | None = None
+) -> RecourseResult:
+    """Of the k candidate recourse instances ``samples`` (n, k, d) of each row of X, the
+    one the classifier scores highest (see `score_function`); with `action_set`, each
+    change x⁺ − x is projected onto it first and ``cost`` is the action set's cost,
+    else the ℓ1 norm of the change."""
+    n, k, d = samples.shape
+    delta = samples - X[:, None, :]
+    if action_set is not None:
+        if action_set.n_features != d:
+            raise ConfigError(f"action set has {action_set.n_features} features, X has {d}")
+        flat_x = np.repeat(X, k, axis=0)
+        delta = np.asarray(action_set.project(flat_x, delta.reshape(n * k, d)))
+        delta = delta.reshape(n, k, d)
+    score_fn = score_function(classifier)
+    scores = score_fn((X[:, None, :] + delta).reshape(n * k, d)).reshape(n, k)
+    best = scores.argmax(1)
+    delta = delta[np.arange(n), best]
+    score = scores[np.arange(n), best]
+    cost = np.asarray(action_set.cost(delta)) if action_set is not None else np.abs(delta).sum(1)
+    return RecourseResult(
+        delta=delta,
+        loss=-np.log(np.clip(score, 1e-300, None)),
+        success=score > 0.5,
+        cost=cost,
+    )
+
+
 def feature_mask(d: int, features, field_name: str) -> np.ndarray:
     """A length-d boolean mask from a mask, a list of indices, or None (no feature)."""
     if features is None:
@@ -807,28 +836,7 @@ class GenRe:
         self._check_fitted()
         X = self._check_X(X)
         samples = self.sample(X, k, temperature=temperature, sigma=sigma, random_state=random_state)
-        n, _, d = samples.shape
-        delta = samples - X[:, None, :]
-        if action_set is not None:
-            if action_set.n_features != d:
-                raise ConfigError(f"action set has {action_set.n_features} features, X has {d}")
-            flat_x = np.repeat(X, k, axis=0)
-            delta = np.asarray(action_set.project(flat_x, delta.reshape(n * k, d)))
-            delta = delta.reshape(n, k, d)
-        score_fn = score_function(classifier)
-        scores = score_fn((X[:, None, :] + delta).reshape(n * k, d)).reshape(n, k)
-        best = scores.argmax(1)
-        delta = delta[np.arange(n), best]
-        score = scores[np.arange(n), best]
-        cost = (
-            np.asarray(action_set.cost(delta)) if action_set is not None else np.abs(delta).sum(1)
-        )
-        return RecourseResult(
-            delta=delta,
-            loss=-np.log(np.clip(score, 1e-300, None)),
-            success=score > 0.5,
-            cost=cost,
-        )
+        return best_sample(X, samples, classifier, action_set)
 
     # -- persistence ---------------------------------------------------------------------
     def _config(self) -> dict:
