@@ -52,7 +52,8 @@ class SocialGraph:
         first = np.ones(len(key), bool)
         first[1:] = key[1:] != key[:-1]
         key = key[first]
-        rows, cols = key // n, key % n
+        rows = key // n
+        cols = key - rows * n  # key % n without a second integer division (slow in numpy)
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
         return cls(n=n, indptr=indptr, indices=cols)
 
@@ -92,7 +93,7 @@ def stochastic_block_model(
     n = len(block)
     labels = np.unique(block)
     members = [np.flatnonzero(block == b) for b in labels]
-    sizes = np.array([len(m) for m in members], dtype=np.float64)
+    sizes = [float(len(m)) for m in members]  # Python floats: cheaper scalar arithmetic
     h = homophily if len(labels) > 1 else 1.0
     a_parts, b_parts = [], []
     for i, mi in enumerate(members):
@@ -121,18 +122,23 @@ def independent_cascade(
     each neighbour once with probability `spread` (one vectorised wave per hop)."""
     active = np.asarray(seeds, bool).copy()
     frontier = np.flatnonzero(active)
+    degree = graph.degree()
     while frontier.size:
         starts = graph.indptr[frontier]
-        counts = graph.indptr[frontier + 1] - starts
+        counts = degree[frontier]
         total = int(counts.sum())
         if total == 0:
             break
         # positions of every frontier node's neighbour list, concatenated
         offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        neighbours = graph.indices[offsets]
-        told = np.unique(neighbours[rng.random(total) < spread])
-        frontier = told[~active[told]]
-        active[frontier] = True
+        told = graph.indices[offsets[rng.random(total) < spread]]
+        # the newly reached in increasing order, by a mask over the nodes (cheaper than
+        # sorting out the duplicates)
+        reached = np.zeros(graph.n, bool)
+        reached[told] = True
+        reached &= ~active
+        frontier = np.flatnonzero(reached)
+        active |= reached
     return active
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import Learner
+from recourse_sim.learners.base import State
 from recourse_sim.recourse import ActionSet
 from recourse_sim.scenarios import STRATEGIES
 
@@ -57,6 +58,10 @@ class Strategy:
         self.population = population
         self.spec = spec
         self.action_set = action_set
+        # the learner's state after its update on the training rows as this strategy's
+        # last `act` left them, where the strategy computed it (else None): a start for
+        # the real update's solver
+        self.state_after: State | None = None
 
     def select(
         self,
@@ -119,13 +124,14 @@ class Individual(Strategy):
         rng: np.random.Generator,
     ) -> IndividualResult:
         """Each eligible seeker tries with probability α; returns their perturbations."""
-        from recourse_sim.recourse import individual_recourse
+        from recourse_sim.recourse.individual import individual_delta
 
         n = len(X)
         tried = self.participants(seekers, rng)
         delta, cost = np.zeros_like(X), np.zeros(n)
         if tried.any() and self.action_set.epsilon > 0:
-            res = individual_recourse(
+            # `individual_recourse`'s δ without evaluating it: only δ and its cost count
+            moved = individual_delta(
                 learner,
                 X[tried],
                 goal,
@@ -133,7 +139,7 @@ class Individual(Strategy):
                 method=self.spec.method,
                 steps=self.spec.steps,
             )
-            delta[tried], cost[tried] = res.delta, res.cost
+            delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))
         return IndividualResult(delta=delta, tried=tried, cost=cost)
 
 
@@ -329,6 +335,7 @@ class CollectiveOAR(Strategy):
         """Perturbations (n, d) of the training rows; zero for non-participants."""
         from recourse_sim.recourse.collective import collective_recourse
 
+        self.state_after = None
         if not participants.any() or len(queries) == 0 or self.action_set.epsilon == 0:
             return np.zeros_like(X)
         res = collective_recourse(
@@ -343,6 +350,8 @@ class CollectiveOAR(Strategy):
             steps=self.spec.steps,
             method=self.spec.solver,
         )
+        if self.spec.horizon == 1:  # θ_1: the real update of these rows, solved
+            self.state_after = res.state_after
         return res.delta
 
 

@@ -38,9 +38,11 @@ N1 students, and 61 % of N1 against 17 % of N2 overall.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -110,7 +112,11 @@ def true_success_probability(
     study_hours (population SD of merit about 0.88).
     """
     X = _check_features(X)
-    return 1.0 / (1.0 + np.exp(-sharpness * (_merit(X) - threshold)))
+    return _success_probability(_merit(X), threshold, sharpness)
+
+
+def _success_probability(merit: np.ndarray, threshold: float, sharpness: float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-sharpness * (merit - threshold)))
 
 
 def true_outcome(
@@ -186,7 +192,51 @@ def school_world(
         "outcome_threshold": outcome_threshold,
         "outcome_sharpness": outcome_sharpness,
     }
+    draw = draw_school(n, rng, **params)
+    return SchoolCohort(
+        X=_readonly(draw.X),
+        feature_names=SCHOOL_FEATURES,
+        causal=_CAUSAL,
+        neighbourhood=_readonly(draw.neighbourhood),
+        ability=_readonly(draw.ability),
+        y_true=_readonly(draw.y_true),
+        y_hist=_readonly(draw.y_hist),
+        query=_readonly(draw.query),
+        params=MappingProxyType(params),
+    )
 
+
+class SchoolDraw(NamedTuple):
+    """The arrays of one cohort as `draw_school` drew them (writeable, owned by the
+    caller), plus each student's probability of thriving in H1."""
+
+    X: np.ndarray  # (n, 4) float64 true features
+    neighbourhood: np.ndarray  # (n,) int64: 0 = N1, 1 = N2
+    ability: np.ndarray  # (n,) float64
+    success_probability: np.ndarray  # (n,) float64: `true_success_probability(X)`
+    y_true: np.ndarray  # (n,) int64
+    y_hist: np.ndarray  # (n,) int64
+    query: np.ndarray  # (n,) bool
+
+
+def draw_school(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    frac_n2: float,
+    ability_gap: float,
+    extracurricular_rate_n1: float,
+    extracurricular_rate_n2: float,
+    h1_capacity: float,
+    proxy_weight: float,
+    admission_noise: float,
+    query_quantile: float,
+    outcome_threshold: float,
+    outcome_sharpness: float,
+) -> SchoolDraw:
+    """`school_world`'s cohort as plain arrays, without its argument checks (for callers
+    whose parameters are already validated, such as a scenario's world drawing a cohort
+    every round). The same random numbers in the same order, so the same cohort."""
     neighbourhood = (rng.random(n) < frac_n2).astype(np.int64)
     # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
     ability = rng.standard_normal(n) + ability_gap * (0.5 - neighbourhood)
@@ -195,10 +245,14 @@ def school_world(
     causal[:, 2] = np.clip(causal[:, 2], 0.0, None)  # hours cannot be negative
     rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
     extracurriculars = rng.poisson(rates).astype(np.float64)
-    X = np.column_stack([causal, extracurriculars])
+    X = np.empty((n, 4))
+    X[:, :3] = causal
+    X[:, 3] = extracurriculars
 
-    merit = _merit(X)
-    y_true = true_outcome(X, rng, threshold=outcome_threshold, sharpness=outcome_sharpness)
+    # merit once, for the true outcome (`true_outcome`'s draw), the admission and S
+    merit = ((causal - _MEAN) / _SCALE) @ _MERIT_WEIGHTS
+    p = _success_probability(merit, outcome_threshold, outcome_sharpness)
+    y_true = (rng.random(n) < p).astype(np.int64)
 
     # Historical admission: a fixed number of H1 places, ranked by a score that
     # wrongly rewards the proxy; standardised within the cohort so proxy_weight
@@ -206,18 +260,25 @@ def school_world(
     extra_sd = extracurriculars.std()
     extra_z = (extracurriculars - extracurriculars.mean()) / (extra_sd if extra_sd > 0 else 1.0)
     hist_score = merit + proxy_weight * extra_z + admission_noise * rng.standard_normal(n)
-    y_hist = (hist_score > np.quantile(hist_score, 1.0 - h1_capacity)).astype(np.int64)
+    y_hist = (hist_score > _quantile(hist_score, 1.0 - h1_capacity)).astype(np.int64)
 
-    query = (neighbourhood == 1) & (merit > np.quantile(merit, query_quantile))
+    query = (neighbourhood == 1) & (merit > _quantile(merit, query_quantile))
+    return SchoolDraw(X, neighbourhood, ability, p, y_true, y_hist, query)
 
-    return SchoolCohort(
-        X=_readonly(X),
-        feature_names=SCHOOL_FEATURES,
-        causal=_CAUSAL,
-        neighbourhood=_readonly(neighbourhood),
-        ability=_readonly(ability),
-        y_true=_readonly(y_true),
-        y_hist=_readonly(y_hist),
-        query=_readonly(query),
-        params=MappingProxyType(params),
-    )
+
+def _quantile(a: np.ndarray, q: float) -> float:
+    """``np.quantile(a, q)`` (its default, linear method) of a 1-d float array without
+    NaN, bit for bit: the two neighbouring order statistics from one partition and
+    numpy's interpolation formula, without the general machinery that costs more than
+    the partition itself on a cohort of a few hundred."""
+    n = len(a)
+    index = (n - 1) * q
+    if index >= n - 1:
+        return a.max()
+    below = math.floor(index)
+    part = np.partition(a, below)
+    lo, hi = part[below], part[below + 1 :].min()  # the order statistics below and above
+    gamma = index - below
+    diff = hi - lo
+    # numpy's _lerp: from the nearer end, so that gamma = 1 gives exactly hi
+    return hi - diff * (1 - gamma) if gamma >= 0.5 else lo + diff * gamma

@@ -65,45 +65,21 @@ class RoundRecord:
     decision_stats: dict[str, float] = field(default_factory=dict)
 
 
-def _mean(values: np.ndarray, where: np.ndarray, n: int) -> float:
-    """Mean of `values` over the n rows of mask `where` (0 if none); for flags a count,
-    which is the same number with less overhead than indexing."""
-    if n == 0:
-        return 0.0
-    if values.dtype == bool:
-        return np.count_nonzero(values & where) / n
-    return float(values[where].sum() / n)
-
-
-def _rates(r: RoundRecord, mask: np.ndarray) -> dict[str, float | int]:
-    n = int(np.count_nonzero(mask))
-    seekers = mask & r.tried
-    n_seekers = int(np.count_nonzero(seekers))
-    return {
-        "n": n,
-        "acceptance_rate": _mean(r.favourable, mask, n),
-        "acceptance_rate_before": _mean(r.favourable_before, mask, n),
-        "n_seekers": n_seekers,
-        "recourse_success_rate": _mean(r.favourable, seekers, n_seekers),
-        "mean_cost": _mean(r.cost, seekers, n_seekers),
-        "true_outcome_rate": _mean(r.true_favourable, mask, n),
-        "model_accuracy": _mean(r.correct, mask, n),
-    }
-
-
 def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
     """Tidy rows for one round: each group, ``query``, then ``all``."""
+    G = len(group_labels)
     rows = []
-    for g, name in enumerate(group_labels):
-        row = {"round": r.round, "group": name, **_rates(r, r.group == g)}
-        for key, (values, _) in r.group_stats.items():
-            row[key] = float(values[g])
+    for j, rates in enumerate(_set_rates(r, G)):
+        name = group_labels[j] if j < G else ("query", "all")[j - G]
+        row = {"round": r.round, "group": name, **rates}
+        if j < G:
+            for key, (values, _) in r.group_stats.items():
+                row[key] = float(values[j])
         rows.append(row)
-    rows.append({"round": r.round, "group": "query", **_rates(r, r.query)})
-    everyone = {"round": r.round, "group": "all", **_rates(r, np.ones(len(r.group), bool))}
-    present = [row["acceptance_rate"] for row in rows[: len(group_labels)] if row["n"] > 0]
+    everyone = rows[-1]
+    present = [row["acceptance_rate"] for row in rows[:G] if row["n"] > 0]
     everyone["disparity"] = float(max(present) - min(present)) if len(present) > 1 else 0.0
-    everyone["dissimilarity_index"] = _dissimilarity(r)
+    everyone["dissimilarity_index"] = _dissimilarity(rows[:G])
     everyone["model_shift"] = float(r.model_shift)
     everyone["collective_participants"] = int(r.collective_participants)
     everyone["collective_mean_cost"] = float(r.collective_mean_cost)
@@ -113,15 +89,63 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         everyone[key] = float(overall)
     for key, value in r.decision_stats.items():
         everyone[key] = float(value)
-    rows.append(everyone)
     return rows
 
 
-def _dissimilarity(r: RoundRecord) -> float:
-    """Duncan's dissimilarity index of two groups over the two decisions (0 = even mix)."""
-    codes = np.unique(r.group)
-    if len(codes) != 2:
+def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int]]:
+    """The rates of each group, the query group and everyone, in that order.
+
+    Every count (people, the favourable, the seekers, ...) of every set comes from one
+    product of the people's flags with their set memberships (sums of 0/1, exact in
+    float64); a rate is then count / count, as the mean of a flag would give it.
+    """
+    n = len(r.group)
+    member = np.empty((n_groups + 2, n))
+    member[:n_groups] = r.group == np.arange(n_groups)[:, None]
+    member[n_groups] = r.query
+    member[n_groups + 1] = 1.0
+    flags = np.empty((7, n))
+    flags[0] = 1.0
+    for i, flag in enumerate(
+        (r.favourable, r.favourable_before, r.true_favourable, r.correct, r.tried)
+    ):
+        flags[i + 1] = flag
+    flags[6] = r.tried & r.favourable
+    counts = (member @ flags.T).astype(np.int64).tolist()
+    # the seekers' costs, summed over exactly the rows (and in the order) of a mask
+    cost, group, query = r.cost[r.tried], r.group[r.tried], r.query[r.tried]
+    out = []
+    for j, (size, fav, fav_before, true_fav, correct, seekers, seekers_fav) in enumerate(counts):
+        if seekers == 0:
+            mean_cost = 0.0
+        else:
+            own = cost if j == n_groups + 1 else cost[query if j == n_groups else group == j]
+            mean_cost = float(own.sum() / seekers)
+        out.append(
+            {
+                "n": size,
+                "acceptance_rate": _share(fav, size),
+                "acceptance_rate_before": _share(fav_before, size),
+                "n_seekers": seekers,
+                "recourse_success_rate": _share(seekers_fav, seekers),
+                "mean_cost": mean_cost,
+                "true_outcome_rate": _share(true_fav, size),
+                "model_accuracy": _share(correct, size),
+            }
+        )
+    return out
+
+
+def _share(count: int, n: int) -> float:
+    """count / n (0 if n = 0): the mean of a flag over n people, count of them set."""
+    return count / n if n else 0.0
+
+
+def _dissimilarity(group_rows: list[dict]) -> float:
+    """Duncan's dissimilarity index of two groups over the two decisions (0 = even mix),
+    from the groups' rows (0 unless exactly two groups have people)."""
+    present = [row for row in group_rows if row["n"] > 0]
+    if len(present) != 2:
         return 0.0
-    a, b = (r.favourable[r.group == c] for c in codes)
-    share_a, share_b = a.mean(), b.mean()
+    share_a, share_b = (row["acceptance_rate"] for row in present)
     return float(0.5 * (abs(share_a - share_b) + abs((1 - share_a) - (1 - share_b))))

@@ -133,8 +133,7 @@ class RecourseParallelEnv(ParallelEnv):
         c = env._cohort
         assert c is not None
         shared = env._observation()
-        proba = env.learner.predict_proba(c.X)
-        favourable = env._decide(proba, c.group)
+        proba, favourable = env._honest_decisions(c)
         out = {}
         for agent in self.agents:
             spec = self._query(agent)

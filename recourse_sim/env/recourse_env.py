@@ -222,6 +222,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._round = 0
         self._cohort: Cohort | None = None
         self._last_metrics: list[dict] = []
+        self._kept_decisions: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
     # -- construction helpers ------------------------------------------------------------
     def _new_learner(self, random_state: int) -> Learner:
@@ -367,9 +368,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         assert c is not None
         fav_class = self.favourable
 
-        # 2. decision on honest reports
+        # 2. decision on honest reports (the last observation's, same model and cohort)
+        honest_proba, favourable_before = self._honest_decisions(c)
         X_rep, X_true = c.X.copy(), c.X.copy()
-        favourable_before = self._decide(learner.predict_proba(X_rep), c.group)
 
         # 3. individual recourse by rejected members of individual populations
         tried = np.zeros(len(X_rep), bool)
@@ -382,11 +383,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X_rep += res.delta
             tried |= res.tried
             cost = np.where(res.tried, res.cost, cost)
-        change = X_rep - c.X
-        X_true[:, self.causal] += change[:, self.causal]
-        changed = (change[:, self.causal] != 0).any(1)
-        proba = learner.predict_proba(X_rep)
-        favourable = self._decide(proba, c.group)
+        if tried.any():
+            change = X_rep - c.X
+            X_true[:, self.causal] += change[:, self.causal]
+            changed = (change[:, self.causal] != 0).any(1)
+            proba = learner.predict_proba(X_rep)
+            favourable = self._decide(proba, c.group)
+        else:  # everyone reported honestly
+            changed = np.zeros(len(X_rep), bool)
+            proba, favourable = honest_proba, favourable_before
 
         # 4. outcomes
         y = self.world.outcome(c, X_true, changed)
@@ -399,23 +404,27 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         participants_all = np.zeros(len(X_train), bool)
         costs = []
         collectives: dict[str, dict[str, Any]] = {}
+        rows_group, rows_favourable = c.group[train_rows], favourable[train_rows]
+        update_start = None
         for s in self.strategies:
             if s.stage != "training":
                 continue
-            rows_group = c.group[train_rows]
             eligible = s.select(rows_group, y_train, self.group_labels) & ~participants_all
             if s.spec.decisions == "favourable":
-                eligible &= favourable[train_rows]
+                eligible &= rows_favourable
             elif s.spec.decisions == "unfavourable":
-                eligible &= ~favourable[train_rows]
+                eligible &= ~rows_favourable
             joined = recruit(
                 s.spec.graph, s.spec.participation, eligible, rows_group, self.group_labels, rng
             )
             qspec = s.spec.query or self.scenario.query
-            qmask = self._query_mask(qspec, c)
+            qmask = query if qspec is self.scenario.query else self._query_mask(qspec, c)
             action = actions.get(s.population, default)
             delta = s.act(learner, X_train, y_train, joined, c.X[qmask], qspec.goal, action=action)
             X_train = X_train + delta
+            # the update this collective solved is of exactly these rows, unless a later
+            # one changes them
+            update_start = s.state_after
             participants_all |= joined
             own_cost = np.asarray(s.action_set.cost(delta[joined])) if joined.any() else None
             if own_cost is not None:
@@ -434,7 +443,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if pare_now:
             pare_now["has_recourse_rate"] = self._has_recourse_rate(c.X)
         if len(X_train):
-            learner.update(X_train, y_train)
+            learner.update(X_train, y_train, start=update_start)
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
         self.world.after_round(c, X_true, favourable, y)
@@ -554,34 +563,52 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     def _query_success(self, c: Cohort, query: np.ndarray, goal: int | None = None) -> float:
         """Share of a query group the current model gives its goal (honest reports);
         the goal defaults to the scenario query's."""
-        if not query.any():
+        n_query = np.count_nonzero(query)
+        if not n_query:
             return 0.0
-        proba = self.learner.predict_proba(c.X)
+        proba, favourable = self._honest_decisions(c)
         goal = self.scenario.query.goal if goal is None else goal
-        if goal == self.favourable:
-            got = self._decide(proba, c.group)
-        else:
-            got = proba.argmax(1) == goal
-        return float(got[query].mean())
+        got = favourable if goal == self.favourable else proba.argmax(1) == goal
+        return np.count_nonzero(got & query) / n_query
+
+    def _honest_decisions(self, c: Cohort) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (n, k) and favourable decisions (n,) of cohort c's honest
+        reports under the deployed model; callers only read them.
+
+        Kept for one model, cohort and decision threshold: the observation evaluates the
+        cohort that the next round decides, and the query successes of a round all
+        evaluate one cohort. Updates replace the learner's state dict rather than
+        modify it, so its identity tells two models apart.
+        """
+        key = (self.learner, self.learner.state_, c, self._pare.get("decision_threshold"))
+        if self._kept_decisions is not None:
+            (learner, state, cohort, threshold), proba, favourable = self._kept_decisions
+            if learner is key[0] and state is key[1] and cohort is key[2] and threshold == key[3]:
+                return proba, favourable
+        proba = self.learner.predict_proba(c.X)
+        favourable = self._decide(proba, c.group)
+        favourable.flags.writeable = False
+        self._kept_decisions = (key, proba, favourable)
+        return proba, favourable
 
     def _observation(self) -> np.ndarray:
         c = self._cohort
         assert c is not None
-        proba = self.learner.predict_proba(c.X)
-        favourable = self._decide(proba, c.group)
+        proba, favourable = self._honest_decisions(c)
         query = self._query_mask(self.scenario.query, c)
         theta = self.learner.param_vector()
         params = np.clip(np.sign(theta) * np.log1p(np.abs(theta)), -PARAM_BOUND, PARAM_BOUND)
         G = len(self.group_labels)
-        pending = np.array(
-            [favourable[c.group == g].mean() if (c.group == g).any() else 0.0 for g in range(G)]
-        )
+        # each group's favourable count / its size (0 for an empty group): a flag's mean
+        size = np.bincount(c.group, minlength=G)[:G]
+        pending = np.bincount(c.group[favourable], minlength=G)[:G] / np.maximum(size, 1)
         goal = self.scenario.query.goal
-        if query.any():
+        n_query = np.count_nonzero(query)
+        if n_query:
             q_stats = [
-                favourable[query].mean(),
+                np.count_nonzero(favourable & query) / n_query,
                 proba[query, goal].mean(),
-                query.mean(),
+                n_query / len(query),
             ]
             z = (c.X[query].mean(0) - self._feature_mean) / self._feature_scale
         else:

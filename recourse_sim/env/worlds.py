@@ -115,9 +115,11 @@ class School(World):
 
     def __init__(self, spec: SchoolWorld):
         from recourse_sim.data import SCHOOL_FEATURES, school_world, true_success_probability
+        from recourse_sim.data.school import draw_school
 
         self.spec = spec
         self._school_world = school_world
+        self._draw_school = draw_school
         self._p = functools.partial(
             true_success_probability,
             threshold=spec.outcome_threshold,
@@ -145,20 +147,22 @@ class School(World):
         return np.array(c.X), np.array(c.y_hist)
 
     def draw(self, rng: np.random.Generator) -> Cohort:
-        c = self._school_world(self.spec.cohort_size, rng, **self.spec.generator_kwargs())
-        u = rng.random(len(c.X))
-        X = np.array(c.X)
+        # `school_world`'s cohort as plain arrays: the scenario has validated the spec,
+        # and the arrays are new (the cohort owns them without a copy)
+        c = self._draw_school(self.spec.cohort_size, rng, **self.spec.generator_kwargs())
+        n = len(c.X)
+        u = rng.random(n)
         if self.spec.training_label == "recorded":
-            record = np.array(c.y_hist, dtype=np.int64)
+            record = c.y_hist
         else:
-            record = np.full(len(X), -1, dtype=np.int64)
+            record = np.full(n, -1, dtype=np.int64)
         return Cohort(
-            X=X,
-            group=np.array(c.neighbourhood, dtype=np.int64),
-            query=np.array(c.query),
+            X=c.X,
+            group=c.neighbourhood,
+            query=c.query,
             u=u,
-            y0=(u < self._p(X)).astype(np.int64),
-            rows=np.arange(len(X)),
+            y0=(u < c.success_probability).astype(np.int64),
+            rows=np.arange(n),
             record=record,
         )
 

@@ -46,13 +46,14 @@ def as_tensor(a) -> torch.Tensor:
 
 
 def remember(
-    state: State, X: torch.Tensor, y: torch.Tensor, window: int | None
+    state: State, X: torch.Tensor, y: torch.Tensor, window: int | None, copy: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The rows a refit trains on: remembered rows plus the new round.
 
     The state holds ``X_mem`` (n, d), ``y_mem`` (n,) and ``round_sizes`` (rounds,), all
     float64. With ``window`` set, only the last ``window`` rounds are kept. Returns the
-    new ``(X_mem, y_mem, round_sizes)``; gradients flow to every kept row of X.
+    new ``(X_mem, y_mem, round_sizes)``; gradients flow to every kept row of X. `copy`:
+    False lets a memory of the new round alone be X itself (X then must not change).
     """
     X_old, y_old = state["X_mem"], state["y_mem"]
     sizes = torch.cat([state["round_sizes"], torch.tensor([float(len(X))], dtype=torch.float64)])
@@ -64,7 +65,7 @@ def remember(
     if len(X_old):
         X_mem = torch.cat([X_old, X])
     else:  # the new round alone: a copy only to detach the memory from the caller's array
-        X_mem = X if X.requires_grad else X.clone()
+        X_mem = X if X.requires_grad or not copy else X.clone()
     y_mem = torch.cat([y_old, y.to(torch.float64)])
     return X_mem, y_mem, sizes
 
@@ -148,11 +149,18 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         self.state_ = {k: v.detach() for k, v in self._init_state(X, y).items()}
         return self
 
-    def update(self, X, y) -> Learner:
-        """Apply the online update rule to one round of reported data."""
+    def update(self, X, y, start: State | None = None) -> Learner:
+        """Apply the online update rule to one round of reported data. `start`: the same
+        update solved elsewhere (e.g. collective recourse's model after its refit on the
+        very rows given here), for an iterative solver to start from (`warm_update_fn`);
+        the result equals the plain update's up to that solver's tolerance."""
         X, y = self._validate(X, y, first=False)
         with torch.no_grad():
-            self.state_ = {k: v.detach() for k, v in self.update_fn(self.state_, X, y).items()}
+            if start is None:
+                new = self.update_fn(self.state_, X, y)
+            else:
+                new = self.warm_update_fn(self.state_, X, y, start)
+            self.state_ = {k: v.detach() for k, v in new.items()}
         return self
 
     def predict_proba(self, X) -> np.ndarray:

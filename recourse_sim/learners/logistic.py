@@ -28,6 +28,13 @@ _F_SLACK = 1e-13
 # (relative to 1 + max |θ|) and θ has at least this many entries (m·D).
 _LAG_STEP = 0.02
 _LAG_MIN_PARAMS = 32
+# Rows of the binary Hessian's factor A = √curvature ⊙ Z formed at a time (in bytes).
+_HESSIAN_BLOCK_BYTES = 1 << 20
+# Design matrices with at most this many columns are solved on column-major copies.
+_SMALL_DESIGN = 16
+# Newton takes a full step untested when the last full step was at most this (relative
+# to 1 + max |θ|) and this one is under half of it: quadratic convergence near θ*.
+_UNTESTED_STEP = 1e-4
 # Cap on the alternations (δ* given θ, then θ given δ*) of a recourse-aware refit.
 _MAX_ALTERNATIONS = 50
 
@@ -61,8 +68,18 @@ def _numpy(value) -> np.ndarray:
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     """The logistic function, exp taken of −|z| only (no overflow); faster than expit."""
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0, e) / (1.0 + e)
+    return _sigmoid_of(z, np.exp(-np.abs(z)))
+
+
+def _sigmoid_of(z: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The logistic function of z from e = exp(−|z|): 1 / (1 + e) where z ≥ 0, else
+    e / (1 + e). The numerator is picked by 0/1 masks rather than np.where (branchy on
+    mixed signs, and twice as slow); the numbers are the same, NaN included."""
+    nonnegative = z >= 0
+    s = e * ~nonnegative
+    s += nonnegative
+    s /= 1.0 + e
+    return s
 
 
 def _softplus(z: np.ndarray) -> np.ndarray:
@@ -70,18 +87,26 @@ def _softplus(z: np.ndarray) -> np.ndarray:
     return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
 
 
+def _softplus_sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_softplus` and `_sigmoid` of z (the same numbers) from one exp."""
+    e = np.exp(-np.abs(z))
+    return np.maximum(z, 0.0) + np.log1p(e), _sigmoid_of(z, e)
+
+
 def _cholesky(H: np.ndarray) -> np.ndarray:
     """Lower Cholesky factor of the Hessian; adds a growing ridge if H is numerically
     singular (e.g. separable data drive p(1 − p) and so the unpenalised intercept's
     curvature to 0)."""
+    try:
+        return np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        pass
     ridge = 1e-12 * (1.0 + np.abs(H.diagonal()).max())
     eye = np.eye(len(H))
-    shifted = H
     while True:
         try:
-            return np.linalg.cholesky(shifted)
+            return np.linalg.cholesky(H + ridge * eye)
         except np.linalg.LinAlgError:
-            shifted = H + ridge * eye
             ridge *= 10.0
 
 
@@ -308,15 +333,22 @@ class LogisticRegression(Learner):
 
     # The Newton solve records no graph, so it runs on numpy: on small batches torch's
     # per-call overhead dominates, on large ones both spend the time in the same BLAS.
-    def _risk_np(self, theta, Z, Y, weight=None, logits=None) -> float:
+    def _risk_np(self, theta, Z, Y, weight=None, logits=None, with_proba=False):
         """The regularised risk R(θ) = 0.5 ‖W‖² + C Σ wᵢ lossᵢ (+ intercept-centring term)
         on float64 numpy arrays; row weights w (n,) default to 1, `logits` = Z θᵀ if
-        already known."""
+        already known. `with_proba`: (R, `_proba_rows` at θ), the binary case sharing
+        the work."""
         logits = Z @ theta.T if logits is None else logits
+        P = None
         if theta.shape[0] == 1:
-            loss = _softplus(logits) - Y * logits
+            if with_proba:
+                softplus, P = _softplus_sigmoid(logits)
+            else:
+                softplus = _softplus(logits)
+            loss = softplus - Y * logits
         else:
             loss = logsumexp(logits, axis=1, keepdims=True) - (Y * logits).sum(1, keepdims=True)
+            P = softmax(logits, axis=1) if with_proba else None
         if weight is not None:
             loss = weight[:, None] * loss
         penalised = theta[:, :-1] if self.fit_intercept else theta
@@ -325,7 +357,7 @@ class LogisticRegression(Learner):
             # Softmax intercepts can shift together without changing R; 0.5 (Σ b)² picks
             # the Σ b = 0 representative (scikit-learn's) and makes the Hessian invertible.
             risk += 0.5 * float(theta[:, -1].sum()) ** 2
-        return risk
+        return (risk, P) if with_proba else risk
 
     def _proba_rows(self, theta, Z, logits=None) -> np.ndarray:
         """P (n, m): the sigmoid (one logit) or softmax of the logits Z θᵀ."""
@@ -348,18 +380,28 @@ class LogisticRegression(Learner):
         """∇²_θ R (mD, mD) in closed form, θ flattened row-major (class-major); numpy.
 
         `P` = `_proba_rows` at θ if already known; with `Z32` (Z in float32) the
-        product of the binary case runs in float32, good enough for a Newton direction
-        only."""
+        products of the binary case run in float32 (summed in float64), good enough for
+        a Newton direction only."""
         m, D = theta.shape
         P = self._proba_rows(theta, Z) if P is None else P
         if m == 1:
             p = P
             curvature = p * (1.0 - p) if weight is None else weight[:, None] * p * (1.0 - p)
             # A = √curvature ⊙ Z, so H ∝ AᵀA: numpy computes that product as a symmetric
-            # rank-k update, half the work of a general matrix product
-            root = np.sqrt(curvature)
-            A = root * Z if Z32 is None else root.astype(np.float32) * Z32
-            H = self.C * (A.T @ A).astype(np.float64, copy=False)
+            # rank-k update, half the work of a general matrix product. A is formed in
+            # blocks of rows that stay in cache, so Z is read once and A never stored.
+            if D <= _SMALL_DESIGN:  # Zᵀ(curvature ⊙ Z) directly: fastest on few columns
+                H = (Z.T * curvature.T) @ Z
+            else:
+                root = np.sqrt(curvature)
+                if Z32 is not None:
+                    root, Z = root.astype(np.float32), Z32
+                H = np.zeros((D, D))
+                rows = max(_HESSIAN_BLOCK_BYTES // (Z.itemsize * D), 1)
+                for start in range(0, len(Z), rows):
+                    A = root[start : start + rows] * Z[start : start + rows]
+                    H += A.T @ A
+            H *= self.C
         else:
             # Σᵢ wᵢ (diag(pᵢ) − pᵢpᵢᵀ) ⊗ zᵢzᵢᵀ: a block-diagonal part minus AᵀA.
             A = (P[:, :, None] * Z[:, None, :]).reshape(len(Z), m * D)
@@ -368,10 +410,9 @@ class LogisticRegression(Learner):
             H = -(Aw.T @ A)
             H += block_diag(*[Zw.T @ (P[:, a : a + 1] * Z) for a in range(m)])
             H *= self.C
-        reg = np.ones((m, D))
-        if self.fit_intercept:
-            reg[:, -1] = 0.0
-        H.flat[:: len(H) + 1] += reg.reshape(-1)  # the diagonal
+        # + 1 on the diagonal for the penalised weights (not the intercepts)
+        diagonal = np.einsum("ii->i", H).reshape(m, D)  # a view
+        diagonal[:, : D - 1 if self.fit_intercept else D] += 1.0
         if self.fit_intercept and m > 1:
             idx = np.arange(m) * D + (D - 1)
             H[idx[:, None], idx[None, :]] += 1.0
@@ -383,9 +424,13 @@ class LogisticRegression(Learner):
         Z: torch.Tensor,
         Y: torch.Tensor,
         weight: torch.Tensor | None = None,
+        factor: torch.Tensor | None = None,
     ):
         """Minimise R by damped Newton from `theta`; returns θ* and the Cholesky factor
-        of the Hessian at θ* (torch). No graph is recorded.
+        of the Hessian at θ* (torch), the probabilities P at θ* (numpy, as
+        `_proba_rows`) and the Newton step at θ* (numpy; below tolerance: θ* minus it
+        is θ* polished). No graph is recorded. `factor`: a Hessian factor from nearby
+        (e.g. the previous solve's) to take the first step with.
 
         Where forming the Hessian costs many gradients (large m·D), the Hessians that
         only steer the iterates are cheaper: one from a step that was already small
@@ -393,43 +438,59 @@ class LogisticRegression(Learner):
         contracts fast), and the binary case forms them in float32 (while the steps
         keep shrinking). The factor returned is always formed at θ* in float64, as the
         implicit hypergradient needs."""
-        theta = theta.detach().numpy().copy()
-        Z, Y = Z.detach().numpy(), Y.detach().numpy()
-        weight = None if weight is None else weight.detach().numpy()
+        theta = _numpy(theta).copy()
+        Z, Y = _numpy(Z), _numpy(Y)
+        weight = None if weight is None else _numpy(weight)
+        if Z.shape[1] <= _SMALL_DESIGN:
+            # few columns: BLAS runs the products below twice as fast on a
+            # column-major Z (one copy here)
+            Z = np.asfortranarray(Z)
         logits = Z @ theta.T
-        f = self._risk_np(theta, Z, Y, weight, logits)
+        f, P = self._risk_np(theta, Z, Y, weight, logits, with_proba=True)
         lag = theta.size >= _LAG_MIN_PARAMS
-        Z32 = Z.astype(np.float32) if lag and theta.shape[0] == 1 else None
-        L, fresh, reuse = None, False, False  # fresh: L is the float64 Hessian's at θ
+        use32 = lag and theta.shape[0] == 1
+        Z32 = None  # Z in float32, made when first needed
+        # fresh: L is the float64 Hessian's at θ
+        L, fresh, reuse = (None, False, False) if factor is None else (factor.numpy(), False, True)
         step_size = previous = float("inf")  # previous: the last full step's size
         for _ in range(self.max_iter):
-            P = self._proba_rows(theta, Z, logits)
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1)
             if not reuse:
-                L = _cholesky(self._hessian(theta, Z, weight, P, Z32))
-                fresh = Z32 is None
+                if use32 and Z32 is None:
+                    Z32 = Z.astype(np.float32)
+                L = _cholesky(self._hessian(theta, Z, weight, P, Z32 if use32 else None))
+                fresh = not use32
             step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)  # solves L Lᵀ step = g
             step_size = float(np.abs(step).max())
             scale = 1.0 + float(np.abs(theta).max())
             if step_size <= self.tol * scale:
-                return self._converged(theta, Z, weight, P, L, fresh)
-            if Z32 is not None and previous < float("inf") and step_size > 0.5 * previous:
-                Z32 = None  # float32 curvature no longer contracts: back to float64
-            # Backtracking keeps far-from-optimum starts (cold fits) monotone.
-            t, decrease = 1.0, float(g @ step.reshape(-1))
-            while t > _MIN_STEP:
-                trial = theta - t * step
-                trial_logits = Z @ trial.T
-                f_new = self._risk_np(trial, Z, Y, weight, trial_logits)
-                # The slack accepts steps whose decrease is below float64
-                # resolution of f (near the optimum the full step is right).
-                if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
-                    break
-                t *= 0.5
+                return self._converged(theta, Z, Y, weight, P, L, fresh, g, step)
+            if use32 and previous < float("inf") and step_size > 0.5 * previous:
+                use32 = False  # float32 curvature no longer contracts: back to float64
+            t = 1.0
+            if step_size <= 0.5 * previous and previous <= _UNTESTED_STEP * scale:
+                # Full steps contracting fast this close to θ*: the full step lowers R,
+                # and testing it (a risk evaluation) would be decided by rounding
+                theta = theta - step
+                f, P = None, self._proba_rows(theta, Z)  # R is evaluated when needed
             else:
-                # no further decrease in float64: at the optimum
-                return self._converged(theta, Z, weight, P, L, fresh)
-            theta, logits, f, fresh = trial, trial_logits, f_new, False
+                # Backtracking keeps far-from-optimum starts (cold fits) monotone.
+                f = self._risk_np(theta, Z, Y, weight) if f is None else f
+                decrease = float(g @ step.reshape(-1))
+                while t > _MIN_STEP:
+                    trial = theta - t * step
+                    trial_logits = Z @ trial.T
+                    f_new, P_new = self._risk_np(trial, Z, Y, weight, trial_logits, with_proba=True)
+                    # The slack accepts steps whose decrease is below float64
+                    # resolution of f (near the optimum the full step is right).
+                    if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
+                        break
+                    t *= 0.5
+                else:
+                    # no further decrease in float64: at the optimum
+                    return self._converged(theta, Z, Y, weight, P, L, fresh, g, step)
+                theta, f, P = trial, f_new, P_new
+            fresh = False
             reuse = lag and t == 1.0 and step_size <= _LAG_STEP * scale
             previous = step_size if t == 1.0 else float("inf")  # damped: no judgement
         warnings.warn(
@@ -438,14 +499,20 @@ class LogisticRegression(Learner):
             ConvergenceWarning,
             stacklevel=3,
         )
-        return self._converged(theta, Z, weight, None, L, False)
+        return self._converged(theta, Z, Y, weight, None, L, False)
 
-    def _converged(self, theta, Z, weight, P, L, fresh):
-        """(θ*, Cholesky factor of the float64 Hessian at θ*) as torch tensors; `P` =
-        `_proba_rows` at θ* if known."""
+    def _converged(self, theta, Z, Y, weight, P, L, fresh, g=None, step=None):
+        """(θ*, Cholesky factor of the float64 Hessian at θ*) as torch tensors, P =
+        `_proba_rows` at θ* and the Newton step H⁻¹∇R at θ* (numpy). Pass what is known:
+        P, the gradient g at θ* and the `step` taken with L (used if L is fresh)."""
+        P = self._proba_rows(theta, Z) if P is None else P
         if not fresh:
             L = _cholesky(self._hessian(theta, Z, weight, P))
-        return torch.from_numpy(theta), torch.from_numpy(L)
+            step = None
+        if step is None:
+            g = self._grad_np(theta, Z, Y, weight, P).reshape(-1) if g is None else g
+            step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)
+        return torch.from_numpy(theta), torch.from_numpy(L), P, step
 
     # -- Ross et al.'s recourse loss ---------------------------------------------------
     def _recourse_delta(
@@ -501,7 +568,7 @@ class LogisticRegression(Learner):
         for i in range(_MAX_ALTERNATIONS):
             if delta is not None:
                 rows = self._rows(X_fixed, Y, delta, scaling)
-            theta_star, L = self._newton(theta_star, *rows)
+            theta_star, L, _, _ = self._newton(theta_star, *rows)
             new_delta = self._recourse_delta(theta_star, X_fixed, scaling)
             if new_delta is None or torch.equal(new_delta, delta):
                 break
@@ -548,6 +615,11 @@ class LogisticRegression(Learner):
                 theta = theta - scale * self._grad(theta, *self._rows(X, Y, delta, scaling))
             new = self._unpack(theta)
         else:
+            if not (torch.is_grad_enabled() and X.requires_grad):
+                # no graph to build: the same refit on numpy, where it applies
+                refit = self._numpy_refit(state, X, y, start, None)
+                if refit is not None:
+                    return refit[0]
             X_mem, y_mem, sizes = remember(state, X, y, self.window)
             if len(y_mem) == 0 or bool((y_mem == y_mem[0]).all()):
                 # One class only: no finite optimum (the intercept runs off to ±∞).
@@ -559,10 +631,112 @@ class LogisticRegression(Learner):
         new.update(scaling)
         return new
 
-    def update(self, X, y) -> LogisticRegression:
-        """Apply the online update rule to one round of reported data (see `update_fn`);
-        warns when a refit's rows hold a single class and the parameters were kept."""
-        super().update(X, y)
+    def _numpy_refit(self, state: State, X, y, start, factor, delta=None):
+        """`warm_update_fn` of the "refit"/"window" rule for two classes and λ = 0 on
+        numpy, without a graph: (the new state, the refit's pieces (θ*, its Hessian
+        factor, P at θ*, Z), or None when one class kept θ); None where it does not
+        apply. `factor`: a Hessian factor from nearby for Newton's first step. With
+        `delta` the round's rows are X + delta, summed straight into the design matrix
+        (which the memory then views: no other copy)."""
+        theta = self._pack(state)
+        if (
+            theta.shape[0] != 1
+            or "X_mem" not in state
+            or self.recourse_loss_weight != 0
+            or not self.fit_intercept
+        ):
+            return None
+        scaling = {key: state[key] for key in _SCALING if key in state}
+        X_np = _numpy(X).astype(np.float64, copy=False)
+        n, d = X_np.shape
+        # the design matrix straight in numpy, column-major as Newton wants it if small
+        order = "F" if d < _SMALL_DESIGN else "C"
+        Z = np.empty((n, d + 1), order=order)
+        if delta is None:
+            Z[:, :-1] = X_np
+        else:
+            np.add(X_np, _numpy(delta), out=Z[:, :-1])
+        Z[:, -1] = 1.0
+        new_rows = torch.from_numpy(Z)[:, :-1]
+        X_mem, y_mem, sizes = remember(state, new_rows, y, self.window, copy=False)
+        memory = {"X_mem": X_mem, "y_mem": y_mem, "round_sizes": sizes, **scaling}
+        if len(y_mem) == 0 or bool((y_mem == y_mem[0]).all()):
+            return {**self._unpack(theta), **memory}, None  # one class: θ kept
+        if scaling or X_mem is not new_rows:  # older rows or standardised: a new design
+            X_all = X_mem.numpy()
+            Z = np.empty((len(X_all), d + 1), order=order)
+            if scaling:
+                shift, scale = scaling["x_shift"].numpy(), scaling["x_scale"].numpy()
+                np.divide(X_all - shift, scale, out=Z[:, :-1])
+            else:
+                Z[:, :-1] = X_all
+            Z[:, -1] = 1.0
+        first = theta if start is None else self._pack(start)
+        Y = y_mem.numpy()[:, None]
+        theta_star, L, P, step = self._newton(first, Z, Y, factor=factor)
+        # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)
+        th_star = theta_star.numpy()
+        th = th_star - step
+        return {**self._unpack(torch.from_numpy(th)), **memory}, (th_star, L, P, Z)
+
+    def refit_hypergradient(
+        self,
+        state: State,
+        X: torch.Tensor,
+        delta: torch.Tensor,
+        y: torch.Tensor,
+        start: State | None,
+        queries: torch.Tensor,
+        goal: torch.Tensor,
+        factor: torch.Tensor | None = None,
+    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
+        """One refit on the rows X + delta and the queries' goal loss after it, with the
+        loss's gradient in those rows in closed form: (mean loss, ∂loss/∂X (n, d), the
+        refitted state, the Cholesky factor of its Hessian), or None where the closed
+        form does not apply (softmax, the "sgd" rule, λ > 0) and autograd through
+        `warm_update_fn` is the way. Newton starts from `start` (default: `state`) with
+        the Hessian factor `factor`, e.g. those of a refit on nearby rows (θ* is unique:
+        only the iterations change).
+
+        At θ* of the refit, ∇R(θ*, X) = 0 gives ∂loss/∂xᵢ = −(∂∇R/∂xᵢ)ᵀ v with
+        v = H⁻¹ ∂loss/∂θ, and for ∇R = (W, 0) + C Σᵢ (pᵢ − yᵢ) zᵢ that is
+        −C [pᵢ(1 − pᵢ) (v·zᵢ) W + (pᵢ − yᵢ) v_W] / x_scale: the hypergradient of
+        `warm_update_fn` without building its graph (tested against it).
+        """
+        refit = self._numpy_refit(state, X, y, start, factor, delta)
+        if refit is None:
+            return None
+        new, pieces = refit
+        if pieces is None:  # one class: θ kept, no gradient
+            loss = self.goal_loss_grad(new, queries.numpy(), goal.numpy())[0]
+            return float(loss.mean()), torch.zeros(X.shape, dtype=torch.float64), new, None
+        th_star, L, P, Z = pieces
+        th = self._pack(new).numpy()
+        scaling = {key: state[key] for key in _SCALING if key in state}
+        # ∂loss/∂θ of the mean goal cross-entropy of the queries, at θ⁺
+        Zq = self._design(_scaled(scaling, queries.to(torch.float64))).numpy()
+        p_q = _sigmoid(Zq @ th[0])
+        goal_np = goal.numpy()
+        p_goal = np.where(goal_np == 1, p_q, 1.0 - p_q)
+        residual = np.where(p_goal < 1e-300, 0.0, p_q - (goal_np == 1)) / len(Zq)
+        loss = float(-np.log(np.maximum(p_goal, 1e-300)).mean())
+        v = dpotrs(L.numpy(), residual @ Zq, lower=1)[0]
+        rows = Z[len(Z) - len(X) :]  # this round's rows, the ones X moves
+        p = P[len(Z) - len(X) :, 0]
+        # the derivative of θ⁺ in X is that of the implicit function θ*: at θ*
+        along_w = -self.C * (p * (1.0 - p)) * (rows @ v)
+        along_v = -self.C * (p - y.numpy())
+        # the two rank-one terms as one (n, 2) @ (2, d) product
+        grad = np.stack([along_w, along_v], 1) @ np.stack([th_star[0, :-1], v[:-1]])
+        if scaling:
+            grad /= scaling["x_scale"].numpy()
+        return loss, torch.from_numpy(grad), new, L
+
+    def update(self, X, y, start: State | None = None) -> LogisticRegression:
+        """Apply the online update rule to one round of reported data (see `update_fn`
+        and `Learner.update`); warns when a refit's rows hold a single class and the
+        parameters were kept."""
+        super().update(X, y, start)
         y_mem = self.state_.get("y_mem")
         if y_mem is not None and len(y_mem) and bool((y_mem == y_mem[0]).all()):
             rounds = len(self.state_["round_sizes"])

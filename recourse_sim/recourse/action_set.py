@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -25,7 +26,10 @@ from recourse_sim.errors import ConfigError, InfeasibleActionSetError
 
 Features = Sequence[int | str]
 
-_ROOT_STEPS = 100  # cap on regula-falsi steps; most rows converge in under 15
+_ROOT_STEPS = 100  # cap on root-search steps; most rows converge in under 5
+# Relative excess that the multiplier's Newton steps aim at: inside the budget by less
+# than the search's tolerance (1e-13), by more than the excess's rounding error.
+_NEWTON_AIM = 5e-14
 
 
 def _mask(n: int, which: Features, names: tuple[str, ...] | None, field_name: str) -> np.ndarray:
@@ -184,6 +188,8 @@ class ActionSet:
 
     def cost(self, delta):
         """cost(δ) = ‖w ⊙ δ‖_p per row."""
+        if isinstance(delta, np.ndarray) and delta.ndim == 2 and self.p != np.inf:
+            return self._norm(delta.astype(np.float64, copy=False))  # (the common case)
         dt, to_out = _to_torch(delta)
         w = torch.tensor(self.weights_, dtype=dt.dtype)
         return to_out(torch.linalg.vector_norm(w * dt, ord=self.p, dim=-1))
@@ -207,29 +213,78 @@ class ActionSet:
             return torch.from_numpy(self.project_rows(X_np, d_np)).to(delta.dtype)
         return self.project_rows(X, np.asarray(delta, dtype=np.float64))
 
-    def project_rows(self, X, delta: np.ndarray, box=None, *, root_search_only: bool = False):
+    def project_rows(
+        self,
+        X,
+        delta: np.ndarray,
+        box=None,
+        *,
+        root_search_only: bool = False,
+        multipliers: np.ndarray | None = None,
+    ):
         """`project` on float64 (n, d) arrays; `box` = (lo, hi) of X if already known.
 
-        Rows whose box-clipped δ is within the budget are the projection as they are,
-        and with a single actionable feature the projection is a clip to the box
-        intersected with the ball; only the other rows need the multiplier search
-        (``root_search_only`` sends every row outside the budget through it).
+        `multipliers`: an (n,) float64 array of the rows' KKT multipliers from a nearby
+        projection (NaN: none), where the searches start; it is overwritten with the ones
+        found (see `projection`, which keeps it for a descent's iterates).
+
+        Shortcuts before the multiplier search: with equal cost weights (p = 2) a row's
+        projection onto the ball alone, a scaling, is the answer wherever it lies in the
+        box; rows whose box-clipped δ is within the budget are the projection as they
+        are; and with a single actionable feature the projection is a clip to the box
+        intersected with the ball (``root_search_only`` sends every row outside the
+        budget through the search).
         """
         delta = np.asarray(delta, dtype=np.float64)
         if delta.ndim != 2:  # one row, or a stack of batches
             flat = delta.reshape(-1, self.n_features)
             X_flat = np.broadcast_to(np.asarray(X, dtype=np.float64), delta.shape)
             return self.project_rows(X_flat.reshape(flat.shape), flat).reshape(delta.shape)
-        if box is None:
+        if box is None and not self.boxless:
             box = self._box(np.asarray(X, dtype=np.float64))
-        lo, hi = (b if b.shape == delta.shape else np.broadcast_to(b, delta.shape) for b in box)
+        # box None: no bound anywhere, the ball alone (the checks below are skipped)
+        unbounded = (np.full(self.n_features, -np.inf), np.full(self.n_features, np.inf))
+        lo, hi = (
+            b if b.shape == delta.shape else np.broadcast_to(b, delta.shape)
+            for b in (box or unbounded)
+        )
         w = self.weights_
         eps = float(self.epsilon)
-        priced = w > 0
+        priced = self._priced
         if self.p == np.inf:
             # the weighted ∞-ball is a box too: |δ_j| ≤ ε / w_j
             r = np.where(priced, eps / np.where(priced, w, 1.0), np.inf)
             return np.minimum(np.maximum(delta, np.maximum(lo, -r)), np.minimum(hi, r))
+        if self.p == 2 and self._uniform_price and not root_search_only:
+            # equal weights: the ball alone projects by scaling; where that lands inside
+            # the box it is the projection onto box ∩ ball too (the nearest point of a
+            # superset, and it lies in the subset). A hair inside ε, as the search ends.
+            with np.errstate(divide="ignore", invalid="ignore"):  # δ = 0: 0/0, kept as is
+                scale = np.fmin(1.0, (eps * (1.0 - 1e-14)) / self._norm(delta))[:, None]
+            z = delta * scale if priced.all() else np.where(priced, delta * scale, delta)
+            if box is None:
+                return z
+            in_box = ((z >= lo) & (z <= hi)).all(1)
+            if not in_box.all():
+                rest = ~in_box
+                found = None if multipliers is None else multipliers[rest]
+                z[rest] = self._project_box_ball(delta[rest], lo[rest], hi[rest], False, found)
+                if multipliers is not None:
+                    multipliers[rest] = found
+            return z
+        return self._project_box_ball(delta, lo, hi, root_search_only, multipliers)
+
+    def projection(self, X, box=None) -> RowProjection:
+        """`project_rows` for successive δ of the same rows X, e.g. a descent's iterates."""
+        return RowProjection(self, X, box)
+
+    def _project_box_ball(
+        self, delta, lo, hi, root_search_only: bool, multipliers: np.ndarray | None
+    ) -> np.ndarray:
+        """`project_rows` for p ∈ {1, 2} on arrays of one shape, box given."""
+        w = self.weights_
+        eps = float(self.epsilon)
+        priced = self._priced
         clipped = np.minimum(np.maximum(delta, lo), hi)
         outside = self._norm(clipped) > eps
         if not outside.any():
@@ -239,58 +294,140 @@ class ActionSet:
         if eps == 0.0:
             out[rows] = np.where(priced, 0.0, clipped[rows])
             return out
-        moving = self.actionable
-        if moving.sum() == 1 and not root_search_only:
+        j = self._single_actionable
+        if j is not None and not root_search_only:
             # one feature j: the ball is the interval |δ_j| ≤ ε / w_j (w_j > 0, else the
             # row would be inside); every other feature is pinned at 0 by the box
-            j = int(np.argmax(moving))
             r = eps / w[j]
             r = np.nextafter(r, 0.0) if w[j] * r > eps else r
             out[rows, j] = np.minimum(
                 np.maximum(delta[rows, j], np.maximum(lo[rows, j], -r)), np.minimum(hi[rows, j], r)
             )
             return out
-        d, lo_r, hi_r = delta[rows], lo[rows], hi[rows]
-        w2 = w**2
         all_priced = bool(priced.all())
+        d, lo_r, hi_r = delta[rows], lo[rows], hi[rows]
+        w2, inverse_w = self._w2, self._inverse_w
 
-        def candidate(lam: np.ndarray) -> np.ndarray:
-            # KKT stationary point for multiplier lam, clipped to the box
+        def candidate(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+            # KKT stationary point for multiplier lam clipped to the box, the point before
+            # the clip, and (p = 2) the shrink factor 1 / (1 + λw²) of that point
             lam = lam[:, None]
+            shrink = None
+            # (in place where possible: on large batches fresh arrays cost page faults)
             if self.p == 2:
-                z = d / (1.0 + lam * w2)
+                shrink = lam * w2
+                shrink += 1.0
+                np.reciprocal(shrink, out=shrink)
+                z = d * shrink
             else:
                 z = np.sign(d) * np.maximum(np.abs(d) - lam * w, 0.0)
             if not all_priced:  # unpriced features ignore the multiplier (and λ = inf
                 z = np.where(priced, z, d)  # must not give inf·0)
-            return np.minimum(np.maximum(z, lo_r), hi_r)
+            clipped = np.maximum(z, lo_r)
+            return np.minimum(clipped, hi_r, out=clipped), z, shrink
 
         # tiny budgets overflow λ and the relative excess to inf: handled as limits
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             # an upper bracket on the multiplier at which the cost is surely within ε
-            ratio = np.where(priced, np.abs(d) / np.where(priced, w, 1.0), 0.0)
+            ratio = np.abs(d) * inverse_w
             if self.p == 2:
-                lam_hi = np.linalg.norm(ratio, axis=-1) / eps
+                lam_hi = np.sqrt(np.einsum("ij,ij->i", ratio, ratio)) / eps
             else:
                 lam_hi = ratio.max(-1)
             zero = np.zeros(len(rows))
             done = np.zeros(len(rows), bool)
 
-            def excess(lam: np.ndarray) -> np.ndarray:
-                cost = self._norm(candidate(lam))
-                if self.p == 2:  # ε / cost is close to linear in λ: regula falsi is quick
-                    return budget_excess(cost, eps)
-                return cost / eps - 1.0  # the soft-threshold cost is piecewise linear in λ
+            def excess(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                clipped, z, shrink = candidate(lam)
+                moves = clipped == z  # coordinates the box does not hold still
+                if self.p == 2:
+                    # cost² = Σ w²z², ∂z/∂λ = −w²z / (1 + λw²) where z moves, so
+                    # ∂(1 − ε/cost)/∂λ = ε (∂cost²/∂λ) / (2 cost³); w = 0 adds nothing
+                    wz = w2 * clipped
+                    cost2 = np.einsum("ij,ij->i", wz, clipped)
+                    cost = np.sqrt(cost2)
+                    shrink *= moves
+                    shrink *= wz
+                    slope2 = -2.0 * np.einsum("ij,ij->i", shrink, wz)
+                    return budget_excess(cost, eps), eps * slope2 / (2.0 * cost2 * cost)
+                # the soft-threshold cost is piecewise linear in λ, of slope −Σ w² moving
+                moves &= (z != 0.0) & priced
+                return self._norm(clipped) / eps - 1.0, -(moves * w2).sum(-1) / eps
 
-            lam = feasible_root(excess, zero, lam_hi, done)
-            out[rows] = candidate(lam)
+            start = None
+            if multipliers is not None:
+                start = multipliers[rows]
+                start[np.isnan(start)] = 0.0
+            lam = feasible_root(excess, zero, lam_hi, done, start)
+            out[rows] = candidate(lam)[0]
+            if multipliers is not None:
+                multipliers[rows] = lam
         return out
 
+    @cached_property  # (the declaration is frozen: these derived facts never change)
+    def boxless(self) -> bool:
+        """Whether no feature has a bound, monotonicity or immutability: A(x) is the
+        norm ball alone, the same for every x."""
+        return not (
+            self.immutable_mask.any()
+            or self.increase_mask.any()
+            or self.decrease_mask.any()
+            or np.isfinite(self.lower_).any()
+            or np.isfinite(self.upper_).any()
+            or np.isfinite(self.max_change_).any()
+        )
+
+    @cached_property
+    def _uniform_price(self) -> bool:
+        """Whether every priced feature (w > 0) has the same cost weight."""
+        priced = self.weights_[self._priced]
+        return priced.size == 0 or bool((priced == priced[0]).all())
+
+    @cached_property
+    def _priced(self) -> np.ndarray:
+        """Mask of the features with a cost weight w > 0."""
+        return self.weights_ > 0
+
+    @cached_property
+    def _w2(self) -> np.ndarray:
+        """The squared cost weights."""
+        return self.weights_**2
+
+    @cached_property
+    def _inverse_w(self) -> np.ndarray:
+        """1 / w for the priced features, 0 for the free ones."""
+        return np.where(self._priced, 1.0 / np.where(self._priced, self.weights_, 1.0), 0.0)
+
+    @cached_property
+    def _single_actionable(self) -> int | None:
+        """The feature that alone can change, if exactly one can."""
+        moving = self.actionable
+        return int(np.argmax(moving)) if moving.sum() == 1 else None
+
     def _norm(self, d: np.ndarray) -> np.ndarray:
+        if self.p == 2 and (self.weights_ == 1.0).all():  # (one pass fewer)
+            return np.sqrt(np.einsum("ij,ij->i", d, d))
         wd = self.weights_ * d
         if self.p == 2:
             return np.sqrt(np.einsum("ij,ij->i", wd, wd))
         return np.abs(wd).sum(-1)
+
+
+class RowProjection:
+    """`ActionSet.project_rows` for successive δ of the same rows X (a descent's iterates):
+    the box is taken once, and each row's multiplier search starts from that row's last
+    multiplier, since consecutive iterates need nearly the same one."""
+
+    def __init__(self, action_set: ActionSet, X, box=None):
+        self.action_set = action_set
+        self.X = np.asarray(X, dtype=np.float64)
+        if box is None and not action_set.boxless:
+            box = action_set._box(self.X)
+        self.box = box
+        self.multipliers = np.full(len(self.X), np.nan)
+
+    def __call__(self, delta: np.ndarray) -> np.ndarray:
+        return self.action_set.project_rows(self.X, delta, self.box, multipliers=self.multipliers)
 
 
 def budget_excess(cost: np.ndarray, eps: float) -> np.ndarray:
@@ -300,35 +437,83 @@ def budget_excess(cost: np.ndarray, eps: float) -> np.ndarray:
     return np.maximum(1.0 - eps / cost, -1e300)  # callers silence the division by 0
 
 
-def feasible_root(excess, lo: np.ndarray, hi: np.ndarray, done: np.ndarray) -> np.ndarray:
+def feasible_root(
+    excess, lo: np.ndarray, hi: np.ndarray, done: np.ndarray, start: np.ndarray | None = None
+) -> np.ndarray:
     """Per row, the root of a non-increasing `excess(λ)` in [lo, hi], from the feasible side.
 
     Needs excess(lo) > 0 ≥ excess(hi) on the rows not already `done`; `excess` is
-    relative (e.g. cost / ε − 1), so one tolerance fits every scale. Regula falsi with
-    the Illinois modification keeps the bracket, so the returned λ always has
-    excess(λ) ≤ 0 (feasible), and converges superlinearly on these piecewise-smooth
-    multiplier equations. Float64 numpy arrays in and out.
+    relative (e.g. cost / ε − 1), so one tolerance fits every scale. It returns the
+    excess, or (excess, its derivative in λ). The search starts at `start` (default lo;
+    e.g. a nearby problem's root). With the derivative each step is Newton's from the
+    last point, or bisection where Newton would leave the bracket; without it, regula
+    falsi with the Illinois modification (bisection while an end's excess is unknown).
+    The bracket is kept, so the returned λ always has excess(λ) ≤ 0 (feasible); Newton
+    aims a little inside the budget so that it converges on that side. Float64 numpy
+    arrays in and out.
     """
     done = done | np.isinf(hi)  # a budget so small that λ overflows: the limit λ = inf
-    f_lo = np.where(done, 1.0, excess(lo))
-    f_hi = excess(hi)
-    last = np.zeros_like(lo)  # +1: the previous step moved hi, −1: it moved lo
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for _ in range(_ROOT_STEPS):
-            converged = done | (hi - lo <= 1e-13 * hi) | (f_hi >= -1e-13)
-            if converged.all():
-                break
-            c = np.minimum(np.maximum(hi - f_hi * (hi - lo) / (f_hi - f_lo), lo), hi)
-            f_c = excess(c)
-            feasible = (f_c <= 0) & ~converged
-            infeasible = (f_c > 0) & ~converged
-            # Illinois: halve the stale end's value when the same end moves twice running
-            f_lo = np.where(feasible & (last == 1), 0.5 * f_lo, f_lo)
-            f_hi = np.where(infeasible & (last == -1), 0.5 * f_hi, f_hi)
-            hi, f_hi = np.where(feasible, c, hi), np.where(feasible, f_c, f_hi)
-            lo, f_lo = np.where(infeasible, c, lo), np.where(infeasible, f_c, f_lo)
-            last = np.where(feasible, 1.0, np.where(infeasible, -1.0, last))
+    x = lo if start is None else np.minimum(np.maximum(start, lo), hi)
+    f_x, slope = _with_slope(excess(x))
+    # x splits the bracket; the excess at the end it does not replace is not known yet
+    inside = (f_x <= 0) & ~done
+    unknown = np.full_like(lo, np.nan)
+    lo, f_lo = np.where(inside, lo, x), np.where(inside, unknown, f_x)
+    hi, f_hi = np.where(inside, x, hi), np.where(inside, f_x, unknown)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if slope is not None:
+            return _newton_root(excess, lo, hi, f_hi, x, f_x, slope, done)
+        return _illinois_root(excess, lo, hi, f_lo, f_hi, done)
+
+
+def _converged(lo, hi, f_hi, done) -> np.ndarray:
+    """Rows whose feasible end hi is the root to the search's tolerance."""
+    return done | (hi - lo <= 1e-13 * hi) | (f_hi >= -1e-13)
+
+
+def _newton_root(excess, lo, hi, f_hi, x, f_x, slope, done) -> np.ndarray:
+    """`feasible_root` by safeguarded Newton (bisection where Newton leaves the bracket)."""
+    searching = ~done
+    for _ in range(_ROOT_STEPS):
+        if _converged(lo, hi, f_hi, done).all():
+            break
+        c = x - (f_x + _NEWTON_AIM) / slope
+        outside = ~((c > lo) & (c < hi))  # (NaN too)
+        if outside.any():
+            c = np.where(outside, 0.5 * (lo + hi), c)
+        f_c, slope = excess(c)
+        feasible = (f_c <= 0) & searching  # hi only ever moves to feasible points
+        hi, f_hi = np.where(feasible, c, hi), np.where(feasible, f_c, f_hi)
+        lo = np.where(feasible, lo, c)
+        x, f_x = c, f_c
     return hi
+
+
+def _illinois_root(excess, lo, hi, f_lo, f_hi, done) -> np.ndarray:
+    """`feasible_root` by regula falsi with the Illinois modification."""
+    f_lo = np.where(done, 1.0, f_lo)
+    last = np.zeros_like(lo)  # +1: the previous step moved hi, −1: it moved lo
+    for _ in range(_ROOT_STEPS):
+        converged = _converged(lo, hi, f_hi, done)
+        if converged.all():
+            break
+        c = np.minimum(np.maximum(hi - f_hi * (hi - lo) / (f_hi - f_lo), lo), hi)
+        c = np.where(np.isnan(c), 0.5 * (lo + hi), c)
+        f_c = excess(c)
+        feasible = (f_c <= 0) & ~converged
+        infeasible = (f_c > 0) & ~converged
+        # Illinois: halve the stale end's value when the same end moves twice running
+        f_lo = np.where(feasible & (last == 1), 0.5 * f_lo, f_lo)
+        f_hi = np.where(infeasible & (last == -1), 0.5 * f_hi, f_hi)
+        hi, f_hi = np.where(feasible, c, hi), np.where(feasible, f_c, f_hi)
+        lo, f_lo = np.where(infeasible, c, lo), np.where(infeasible, f_c, f_lo)
+        last = np.where(feasible, 1.0, np.where(infeasible, -1.0, last))
+    return hi
+
+
+def _with_slope(value) -> tuple[np.ndarray, np.ndarray | None]:
+    """(excess, derivative or None) from what an `excess` function returns."""
+    return value if isinstance(value, tuple) else (value, None)
 
 
 def _to_torch(a):

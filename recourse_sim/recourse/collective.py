@@ -146,12 +146,13 @@ def collective_recourse(
     # iterates move little), and evaluations return their states, so the honest loss
     # and the final model need no refit of their own.
     warm: list[State] | None = None
+    warm_factor = None
     honest: list[State] | None = None
 
     def objective(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[State]]:
-        nonlocal warm, honest
-        loss, grad, states = _loss_and_grad(
-            learner, theta0, Xt, yt, Q, goal_t, delta, horizon, warm
+        nonlocal warm, warm_factor, honest
+        loss, grad, states, warm_factor = _loss_and_grad(
+            learner, theta0, Xt, yt, Q, goal_t, delta, horizon, warm, warm_factor
         )
         warm = states
         if delta is zero:
@@ -159,21 +160,33 @@ def collective_recourse(
         return loss, grad, states
 
     eps = float(action_set.epsilon)
-    X_np = Xt.detach().numpy()
-    lo_np, hi_np = action_set.box(X_np)
-    # non-members are pinned to δ = 0 through their box (the projection then gives 0)
-    lo_np[~member_t.numpy()] = 0.0
-    hi_np[~member_t.numpy()] = 0.0
-    lo, hi = torch.from_numpy(lo_np), torch.from_numpy(hi_np)
-    zero = torch.zeros_like(Xt)
+    # the steps and projections work on the members' rows only (the others stay at 0)
+    member_idx = None if members is None else np.flatnonzero(member_t.numpy())
+    X_members = Xt.detach().numpy()
+    if member_idx is not None:
+        X_members = X_members[member_idx]
 
-    def feasible(delta: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(action_set.project_rows(X_np, delta.numpy(), (lo_np, hi_np)))
+    def rows(a: np.ndarray) -> np.ndarray:
+        """The members' rows of an (N, d) array."""
+        return a if member_idx is None else a[member_idx]
+
+    bounds = None if action_set.boxless else action_set.box(X_members)  # None: unbounded
+    box = _Box(bounds, action_set)
+    zero = torch.zeros_like(Xt)
+    project = action_set.projection(X_members, bounds)
+
+    def feasible(delta_members: np.ndarray) -> torch.Tensor:
+        """The full Δ (N, d) whose members' rows are `delta_members` projected."""
+        projected = project(delta_members)
+        if member_idx is None:
+            return torch.from_numpy(projected)
+        full = torch.zeros_like(Xt)
+        full.numpy()[member_idx] = projected
+        return full
 
     if method == "fgm":
         loss0, grad0, states0 = objective(zero)
-        step = _descent_direction(grad0, zero, lo, hi, action_set)
-        candidate = feasible(eps * step)
+        candidate = feasible(box.step(rows(zero.numpy()), rows(grad0.numpy()), eps))
         loss1, _, states1 = objective(candidate)
         history = [float(loss0), float(loss1)]
         best, best_states = (candidate, states1) if loss1 < loss0 else (zero, states0)
@@ -183,16 +196,16 @@ def collective_recourse(
             init_t = as_tensor(init)
             if init_t.shape != Xt.shape:
                 raise ConfigError(f"init has shape {tuple(init_t.shape)}, X has {tuple(Xt.shape)}")
-            delta = feasible(init_t.clone())
+            delta = feasible(rows(init_t.numpy().astype(np.float64)))
         elif random_start:
             gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
             z = torch.randn(Xt.shape, generator=gen, dtype=Xt.dtype)
             radius = eps * torch.rand((n, 1), generator=gen, dtype=Xt.dtype)
-            delta = feasible(radius * z / torch.linalg.vector_norm(z, dim=1, keepdim=True))
+            delta = feasible(
+                rows((radius * z / torch.linalg.vector_norm(z, dim=1, keepdim=True)).numpy())
+            )
         step0 = step_size if step_size is not None else _INITIAL_STEP * eps
-        best, history, best_states = _pgd(
-            objective, feasible, delta, lo, hi, action_set, step0, steps
-        )
+        best, history, best_states = _pgd(objective, feasible, rows, delta, box, eps, step0, steps)
 
     with torch.no_grad():
         if honest is None:  # started elsewhere than Δ = 0
@@ -214,22 +227,24 @@ def collective_recourse(
     )
 
 
-def _pgd(objective, feasible, delta, lo, hi, action_set, step, steps):
+def _pgd(objective, feasible, rows, delta, box, eps, step, steps):
     """Monotone projected normalised-gradient descent; returns (Δ, accepted losses,
-    the states θ_1..θ_H at Δ).
+    the states θ_1..θ_H at Δ). `rows` picks the members' rows of an (N, d) array and
+    `feasible` maps projected members' rows back to a full Δ.
 
     A trial step that does not lower the loss is discarded and the step halved; an
     accepted one lengthens the next by `_GROW` (up to ε). The search ends after `steps`
     trials, when the step falls below `_MIN_STEP`·ε, or at a fixed point of the
     projected step (e.g. every member already on the boundary in its best direction).
     """
-    eps = float(action_set.epsilon)
     loss, grad, states = objective(delta)
     history = [float(loss)]
     for _ in range(steps):
-        direction = _descent_direction(grad, delta, lo, hi, action_set)
-        trial = feasible(delta + step * direction)
-        if float((trial - delta).abs().max()) <= _STALL_TOL * max(eps, 1.0):
+        delta_rows = rows(delta.numpy())
+        move = box.step(delta_rows, rows(grad.numpy()), step)
+        trial = feasible(move)
+        moved = np.subtract(rows(trial.numpy()), delta_rows, out=move)
+        if not moved.size or max(moved.max(), -moved.min()) <= _STALL_TOL * max(eps, 1.0):
             break
         trial_loss, trial_grad, trial_states = objective(trial)
         if trial_loss < loss:
@@ -268,7 +283,7 @@ def collective_hypergradient(
     delta_t = as_tensor(delta)
     if delta_t.shape != Xt.shape:
         raise ConfigError(f"delta has shape {tuple(delta_t.shape)}, X has {tuple(Xt.shape)}")
-    loss, grad, _ = _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta_t, horizon)
+    loss, grad, _, _ = _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta_t, horizon)
     return float(loss), grad.numpy()
 
 
@@ -342,34 +357,78 @@ def rollout_states(
     return states
 
 
-def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None):
-    """Query loss at Δ, its hypergradient and the states θ_1..θ_H (detached)."""
+def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None, factor=None):
+    """Query loss at Δ, its hypergradient, the states θ_1..θ_H (detached) and, where the
+    learner has one, the Hessian factor of its refit (for the next call's `factor`).
+
+    A learner with a closed-form hypergradient of one refit (`refit_hypergradient`,
+    which may decline) skips the autograd graph for horizon 1; `starts` and `factor`
+    (from a call on nearby rows) warm-start its solver."""
+    closed_form = getattr(learner, "refit_hypergradient", None)
+    if horizon == 1 and closed_form is not None:
+        start = None if starts is None else starts[0]
+        out = closed_form(theta0, X, delta, y, start, Q, goal, factor)
+        if out is not None:
+            loss, grad, state, factor = out
+            return torch.tensor(loss, dtype=torch.float64), grad, [state], factor
     delta = delta.detach().requires_grad_(True)
     states = rollout_states(learner, theta0, X + delta, y, horizon, starts)
     loss = goal_loss(learner, states[-1], Q, goal).mean()
     (grad,) = torch.autograd.grad(loss, delta)
-    return loss.detach(), grad, [{k: v.detach() for k, v in st.items()} for st in states]
+    detached = [{k: v.detach() for k, v in st.items()} for st in states]
+    return loss.detach(), grad, detached, None
 
 
-def _descent_direction(grad, delta, lo, hi, action_set: ActionSet) -> torch.Tensor:
-    """Each row's steepest-descent direction of unit cost, ‖w ⊙ direction‖_p = 1.
+class _Box:
+    """The members' box bounds (None: unbounded) and the action set's weights, for the
+    descent direction."""
 
-    Components that push into a box bound the row already sits on are dropped first, so
-    an increase-only or immutable feature does not waste the step (projection would
-    undo that part and shorten the useful move). p = ∞: the sign of the gradient
-    (FGSM/PGD-∞); p ∈ {1, 2}: the (cost-weighted) ℓ2-normalised gradient.
-    """
-    d = -grad
-    blocked = ((d < 0) & (delta <= lo)) | ((d > 0) & (delta >= hi))
-    d = torch.where(blocked, 0.0, d)
-    w = torch.tensor(action_set.weights_, dtype=d.dtype)
-    priced = w > 0
-    # free features (w = 0) are bounded only by the box; give them a typical weight so
-    # their step has a sensible length rather than an infinite one
-    typical = w[priced].mean() if bool(priced.any()) else torch.tensor(1.0, dtype=d.dtype)
-    w = torch.where(priced, w, typical)
-    if action_set.p == np.inf:
-        return d.sign() / w
-    scaled = d / w
-    norm = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
-    return torch.where(norm > 0, (scaled / w) / norm.clamp_min(1e-300), 0.0)
+    def __init__(self, bounds: tuple[np.ndarray, np.ndarray] | None, action_set: ActionSet):
+        self.lo, self.hi = bounds if bounds is not None else (None, None)
+        self.p = action_set.p
+        # a box that is infinite everywhere blocks nothing: skip the test
+        self.bounded = bounds is not None and bool(
+            np.isfinite(self.lo).any() or np.isfinite(self.hi).any()
+        )
+        w = action_set.weights_
+        priced = w > 0
+        # free features (w = 0) are bounded only by the box; give them a typical weight
+        # so their step has a sensible length rather than an infinite one
+        typical = w[priced].mean() if priced.any() else 1.0
+        self.w = np.where(priced, w, typical)
+        self.uniform = bool((self.w == self.w[0]).all())
+        self.inv_w2 = 1.0 / self.w**2
+
+    def step(self, delta: np.ndarray, grad: np.ndarray, length: float) -> np.ndarray:
+        """Δ + length · (each row's steepest-descent direction of unit cost,
+        ‖w ⊙ direction‖_p = 1), as a new array.
+
+        Components that push into a box bound the row already sits on are dropped
+        first, so an increase-only or immutable feature does not waste the step
+        (projection would undo that part and shorten the useful move). p = ∞: the sign
+        of the gradient (FGSM/PGD-∞); p ∈ {1, 2}: the (cost-weighted) ℓ2-normalised
+        gradient. (Few passes over the (N, d) arrays: OAR batches are large.)
+        """
+        if self.bounded:
+            d = np.negative(grad)
+            blocked = ((d < 0) & (delta <= self.lo)) | ((d > 0) & (delta >= self.hi))
+            d[blocked] = 0.0
+            sign = 1.0
+        else:
+            d, sign = grad, -1.0
+        if self.p == np.inf:
+            out = np.sign(d)
+            out *= sign * length
+            out /= self.w
+            out += delta
+            return out
+        # (d / w) / ‖d / w‖ / w: d / (w ‖d‖) for equal weights
+        if self.uniform:
+            norm = np.sqrt(np.einsum("ij,ij->i", d, d)) * self.w[0]
+            out = d.copy() if d is grad else d
+        else:
+            norm = np.sqrt(np.square(d) @ self.inv_w2)
+            out = d * self.inv_w2
+        out *= np.where(norm > 0, (sign * length) / np.maximum(norm, 1e-300), 0.0)[:, None]
+        out += delta
+        return out

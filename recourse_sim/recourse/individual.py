@@ -63,53 +63,104 @@ def individual_recourse(
     per step, default 2.5·ε/steps as in Madry et al.'s PGD) drive "pgd" and "wachter"; `lam` is
     Wachter's cost weight λ; `solver` ("closed_form" or "highs") is for "linear".
     """
+    X_np, goal_np, state = _checked(learner, X, goal, action_set, method, steps, state)
+    delta = _recourse_delta(
+        learner, state, X_np, goal_np, action_set, method, steps, step_size, lam, solver
+    )
+    Xt, goal_t, delta_t = torch.from_numpy(X_np), torch.from_numpy(goal_np), torch.from_numpy(delta)
+    with torch.no_grad():
+        Xd = Xt + delta_t
+        loss = goal_loss(learner, state, Xd, goal_t)
+        success = learner.proba_fn(state, Xd).argmax(1) == goal_t
+    return RecourseResult(
+        delta=delta,
+        loss=loss.numpy(),
+        success=success.numpy(),
+        cost=np.asarray(action_set.cost(delta)),
+    )
+
+
+def individual_delta(
+    learner: Learner,
+    X,
+    goal,
+    action_set: ActionSet,
+    method: str = "pgd",
+    *,
+    state: State | None = None,
+    steps: int = 100,
+    step_size: float | None = None,
+    lam: float = 0.1,
+    solver: str = "closed_form",
+) -> np.ndarray:
+    """The perturbations δ (n, d) of `individual_recourse` (same arguments) alone, for
+    callers that need neither their loss nor their success: nothing is evaluated at
+    x + δ, and the "pgd" descent on a learner with a closed-form gradient never enters
+    torch."""
+    X_np, goal_np, state = _checked(learner, X, goal, action_set, method, steps, state)
+    return _recourse_delta(
+        learner, state, X_np, goal_np, action_set, method, steps, step_size, lam, solver
+    )
+
+
+def _checked(learner, X, goal, action_set, method, steps, state):
+    """(X, goal, state) validated: float64 (n, d) and int64 (n,) numpy arrays, and the
+    learner's current parameters when `state` is None (read, never modified)."""
     if method not in METHODS:
         raise ConfigError(f"method={method!r} is not one of {', '.join(METHODS)}")
     if steps < 1:
         raise ConfigError(f"steps must be >= 1, got {steps}")
-    state = learner.state() if state is None else state
-    Xt = as_tensor(X)
-    if Xt.ndim != 2 or Xt.shape[1] != action_set.n_features:
+    if state is None:
+        learner._check_fitted()  # NotFittedError, as learner.state() would raise
+        state = learner.state_
+    X_np = as_tensor(X).detach().numpy()
+    if X_np.ndim != 2 or X_np.shape[1] != action_set.n_features:
         raise ConfigError(
-            f"X has shape {tuple(Xt.shape)}, the action set has {action_set.n_features} features"
+            f"X has shape {X_np.shape}, the action set has {action_set.n_features} features"
         )
-    goal_t = torch.as_tensor(np.broadcast_to(np.asarray(goal), (len(Xt),)).astype(np.int64))
+    goal_np = np.broadcast_to(np.asarray(goal), (len(X_np),)).astype(np.int64)
+    return X_np, goal_np, state
+
+
+def _recourse_delta(
+    learner, state, X, goal, action_set, method, steps, step_size, lam, solver
+) -> np.ndarray:
+    """δ of `individual_recourse` for `_checked` arguments."""
     if method == "linear":
-        delta = linear_recourse(learner, state, Xt, goal_t, action_set, solver=solver)
-    else:
-        delta = _descent(learner, state, Xt, goal_t, action_set, method, steps, step_size, lam)
-    with torch.no_grad():
-        Xd = Xt + delta
-        loss = goal_loss(learner, state, Xd, goal_t)
-        success = learner.proba_fn(state, Xd).argmax(1) == goal_t
-    return RecourseResult(
-        delta=delta.numpy(),
-        loss=loss.numpy(),
-        success=success.numpy(),
-        cost=np.asarray(action_set.cost(delta.numpy())),
-    )
+        delta = linear_recourse(
+            learner,
+            state,
+            torch.from_numpy(X),
+            torch.from_numpy(goal),
+            action_set,
+            solver=solver,
+        )
+        return delta.numpy()
+    return _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
 
 
-def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam) -> torch.Tensor:
+def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam) -> np.ndarray:
     """Projected steepest descent of each row's objective, keeping its best iterate.
 
     "pgd" descends the goal loss, "wachter" the goal loss + λ·cost. The loop runs on
-    numpy; the gradient comes from the learner's closed form where it has one (pgd),
-    else from autograd through `proba_fn`."""
-    X_np, goal_np = X.detach().numpy(), goal.numpy()
+    numpy (X, goal: float64 and int64 arrays); the gradient comes from the learner's
+    closed form where it has one (pgd), else from autograd through `proba_fn`."""
     objective = None
     if method == "pgd":
-        objective = _closed_form_objective(learner, state, X_np, goal_np)
+        objective = _closed_form_objective(learner, state, X, goal)
     if objective is None:
-        objective = _autograd_objective(learner, state, X, goal, action_set, method, lam)
+        objective = _autograd_objective(
+            learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, method, lam
+        )
     eps = float(action_set.epsilon)
     step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
-    box = action_set.box(X_np)  # fixed for the whole descent
-    delta = np.zeros_like(X_np)
+    project = action_set.projection(X)  # the same rows throughout the descent
+    delta = np.zeros_like(X)
     best = delta
-    best_obj = np.full(len(X_np), np.inf)
+    best_obj = np.full(len(X), np.inf)
     w = action_set.weights_
     w_step = np.where(w > 0, w, 1.0)  # free features move in their own units
+    w_step2 = w_step**2
     for i in range(steps + 1):
         obj, grad = objective(delta)
         improved = obj < best_obj
@@ -122,10 +173,11 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
         if action_set.p == np.inf:
             direction = np.sign(grad) / w_step
         else:
-            norm = np.linalg.norm(grad / w_step, axis=1, keepdims=True)
-            direction = grad / w_step**2 / np.maximum(norm, 1e-300)
-        delta = action_set.project_rows(X_np, delta - step * direction, box)
-    return torch.from_numpy(best)
+            scaled = grad / w_step
+            norm = np.sqrt((scaled * scaled).sum(1, keepdims=True))  # np.linalg.norm's sum
+            direction = grad / w_step2 / np.maximum(norm, 1e-300)
+        delta = project(delta - step * direction)
+    return best
 
 
 def _closed_form_objective(learner, state, X: np.ndarray, goal: np.ndarray):

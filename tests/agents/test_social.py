@@ -130,3 +130,44 @@ def test_bad_networkx_generator():
     spec = SocialGraphSpec(kind="networkx", generator="no_such_graph")
     with pytest.raises(ConfigError, match="no_such_graph"):
         reach(spec, np.ones(10, bool), np.zeros(10, int), (), np.random.default_rng(0))
+
+
+def _cascade_by_unique(graph, seeds, spread, rng):
+    """The cascade written plainly: each wave's reached nodes by np.unique."""
+    active = seeds.copy()
+    frontier = np.flatnonzero(active)
+    while frontier.size:
+        starts = graph.indptr[frontier]
+        counts = graph.indptr[frontier + 1] - starts
+        total = int(counts.sum())
+        if total == 0:
+            break
+        offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        told = np.unique(graph.indices[offsets][rng.random(total) < spread])
+        frontier = told[~active[told]]
+        active[frontier] = True
+    return active
+
+
+@pytest.mark.parametrize("n", [2, 30, 2000])
+@pytest.mark.parametrize("spread", [0.0, 0.3, 1.0])
+def test_cascade_draws_and_reaches_as_the_plain_one(n, spread):
+    graph = stochastic_block_model(_blocks(n), 8, 0.7, np.random.default_rng(n))
+    seeds = np.random.default_rng(1).random(n) < 0.05
+    fast_rng, plain_rng = np.random.default_rng(2), np.random.default_rng(2)
+    fast = independent_cascade(graph, seeds, spread, fast_rng)
+    plain = _cascade_by_unique(graph, seeds, spread, plain_rng)
+    np.testing.assert_array_equal(fast, plain)
+    assert fast_rng.random() == plain_rng.random()  # the same draws were made
+
+
+@pytest.mark.parametrize("n", [1, 7, 3000])
+def test_from_edges_rows_and_columns_are_the_keys_divmod(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.integers(n, size=5 * n), rng.integers(n, size=5 * n)
+    g = SocialGraph.from_edges(n, a, b)
+    keep = a != b
+    key = np.unique(np.concatenate([a[keep] * n + b[keep], b[keep] * n + a[keep]]))
+    np.testing.assert_array_equal(g.indices, key % n)
+    np.testing.assert_array_equal(np.repeat(np.arange(n), g.degree()), key // n)
+    assert g.indptr.dtype == np.int64 and g.indices.dtype == np.int64

@@ -93,3 +93,32 @@ def test_bad_arguments(kwargs: dict, match: str) -> None:
 def test_bad_feature_shape() -> None:
     with pytest.raises(ConfigError, match="shape"):
         true_success_probability(np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 201, 1000])
+def test_quantile_is_numpys_bit_for_bit(n) -> None:
+    from recourse_sim.data.school import _quantile
+
+    rng = np.random.default_rng(n)
+    for a in (rng.normal(size=n), rng.poisson(2.0, size=n).astype(np.float64)):  # ties too
+        before = a.copy()
+        for q in (0.0, 0.25, 0.5, 0.6, 0.75, 1.0, *rng.random(5)):
+            assert _quantile(a, float(q)) == np.quantile(a, q)
+        np.testing.assert_array_equal(a, before)  # the partition was of a copy
+
+
+def test_draw_school_is_school_worlds_draw() -> None:
+    from recourse_sim.data.school import draw_school
+
+    kwargs = {"outcome_threshold": 0.3, "outcome_sharpness": 1.5, "h1_capacity": 0.3}
+    cohort = school_world(700, np.random.default_rng(5), **kwargs)
+    rng = np.random.default_rng(5)
+    draw = draw_school(700, rng, **cohort.params)
+    for field in ("X", "neighbourhood", "ability", "y_true", "y_hist", "query"):
+        np.testing.assert_array_equal(getattr(draw, field), getattr(cohort, field))
+        assert getattr(draw, field).dtype == getattr(cohort, field).dtype
+    np.testing.assert_array_equal(
+        draw.success_probability,
+        true_success_probability(cohort.X, threshold=0.3, sharpness=1.5),
+    )
+    assert draw.X.flags.writeable

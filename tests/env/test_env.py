@@ -370,9 +370,9 @@ def test_selective_labels_train_only_on_approved(monkeypatch):
     seen = {}
     update = env.learner.update
 
-    def spy(X, y):
+    def spy(X, y, start=None):
         seen["n"] = len(X)
-        return update(X, y)
+        return update(X, y, start)
 
     monkeypatch.setattr(env.learner, "update", spy)
     rows = env.step(np.zeros(env.action_space.shape, np.float32))[4]["metrics"]
@@ -537,3 +537,103 @@ def test_capacity_decision_is_the_stable_top_share():
         expected = np.zeros(n, bool)
         expected[np.argsort(-proba[:, env.favourable], kind="stable")[:places]] = True
         np.testing.assert_array_equal(env._decide(proba, np.zeros(n, int)), expected)
+
+
+# -- the round's shortcuts against the plain computation -----------------------------------------
+
+
+def _deciding_afresh(env: RecourseEnv) -> RecourseEnv:
+    """The env with every cohort's honest decisions evaluated anew, none kept."""
+    kept = env._honest_decisions
+
+    def afresh(c):
+        env._kept_decisions = None
+        return kept(c)
+
+    env._honest_decisions = afresh
+    return env
+
+
+@pytest.mark.parametrize("name", ["school_assignment", "lending_fico", "oar_iris"])
+def test_kept_decisions_are_the_fresh_ones(name):
+    kept = _rollout(_small(name), seed=6, steps=3)
+    afresh = _rollout(_deciding_afresh(_small(name)), seed=6, steps=3)
+    assert _same(kept, afresh)
+
+
+def test_kept_decisions_follow_the_pare_threshold():
+    env = RecourseEnv("lending_german_pare", rounds=4)
+    kept = _rollout(env, seed=2, steps=3)
+    afresh = _rollout(_deciding_afresh(RecourseEnv("lending_german_pare", rounds=4)), 2, 3)
+    assert _same(kept, afresh)
+
+
+def test_kept_decisions_are_read_only_and_per_model():
+    env = _small("school_assignment")
+    env.reset(seed=0)
+    favourable = env._honest_decisions(env._cohort)[1]
+    assert env._honest_decisions(env._cohort)[1] is favourable
+    with pytest.raises(ValueError):
+        favourable[0] = not favourable[0]
+    env.step(np.zeros(env.action_space.shape, np.float32))  # a new model and cohort
+    again = env._honest_decisions(env._cohort)[1]
+    assert again is not favourable
+    np.testing.assert_array_equal(
+        again, env._decide(env.learner.predict_proba(env._cohort.X), env._cohort.group)
+    )
+
+
+def test_school_cohort_is_school_worlds_draw():
+    from recourse_sim.data import school_world, true_success_probability
+
+    env = _small("school_assignment", world__training_label="recorded")
+    spec = env.world.spec
+    cohort = env.world.draw(np.random.default_rng(8))
+    rng = np.random.default_rng(8)
+    c = school_world(spec.cohort_size, rng, **spec.generator_kwargs())
+    u = rng.random(spec.cohort_size)
+    p = true_success_probability(
+        c.X, threshold=spec.outcome_threshold, sharpness=spec.outcome_sharpness
+    )
+    np.testing.assert_array_equal(cohort.X, c.X)
+    np.testing.assert_array_equal(cohort.group, c.neighbourhood)
+    np.testing.assert_array_equal(cohort.query, c.query)
+    np.testing.assert_array_equal(cohort.u, u)
+    np.testing.assert_array_equal(cohort.y0, (u < p).astype(np.int64))
+    np.testing.assert_array_equal(cohort.record, c.y_hist)
+    assert cohort.X.flags.writeable and cohort.group.dtype == np.int64
+
+
+def test_the_oar_collectives_model_starts_the_update(monkeypatch):
+    # horizon 1: the collective's model after its refit on the perturbed rows is the
+    # real update solved; starting the update's Newton there changes only its iterations
+    from recourse_sim.learners.base import Learner
+
+    starts = []
+    update = Learner.update
+
+    def recording(learner, X, y, start=None):
+        starts.append(start)
+        return update(learner, X, y, start)
+
+    monkeypatch.setattr(Learner, "update", recording)
+    warm = _rollout(_small("school_assignment"), seed=1, steps=3)
+    assert sum(s is not None for s in starts) == 3  # every round's update was started
+
+    cold_env = _small("school_assignment")
+    (oar,) = [s for s in cold_env.strategies if s.name == "collective_oar"]
+    solve = oar.act
+
+    def without_start(*args, **kwargs):
+        delta = solve(*args, **kwargs)
+        oar.state_after = None
+        return delta
+
+    oar.act = without_start
+    starts.clear()
+    cold = _rollout(cold_env, seed=1, steps=3)
+    assert starts == [None] * 3
+    for (o1, r1, *_, m1, _), (o2, r2, *_, m2, _) in zip(warm[1:], cold[1:], strict=True):
+        np.testing.assert_allclose(o1, o2, rtol=1e-6, atol=1e-6)  # float32 observations
+        assert r1 == pytest.approx(r2, abs=1e-12)
+        assert [row["acceptance_rate"] for row in m1] == [row["acceptance_rate"] for row in m2]

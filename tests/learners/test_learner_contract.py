@@ -128,3 +128,21 @@ def test_pickle_round_trip(iris, name, params):
     model.update(X[1::2], y[1::2])
     restored.update(X[1::2], y[1::2])
     np.testing.assert_array_equal(model.predict_proba(X), restored.predict_proba(X))
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
+def test_warm_started_update_is_the_update(iris, name, params):
+    # a start from the same update solved elsewhere changes at most the solver's
+    # iterations; no start changes nothing at all
+    X, y = iris
+    cold = make_learner(name, **params).fit(X[::2], y[::2])
+    warm = pickle.loads(pickle.dumps(cold))
+    plain = pickle.loads(pickle.dumps(cold))
+    with torch.no_grad():
+        start = cold.update_fn(cold.state(), torch.as_tensor(X[1::2]), torch.as_tensor(y[1::2]))
+    cold.update(X[1::2], y[1::2])
+    warm.update(X[1::2], y[1::2], start=start)
+    plain.update(X[1::2], y[1::2], start=None)
+    for k in cold.state_:
+        np.testing.assert_allclose(warm.state_[k], cold.state_[k], rtol=1e-9, atol=1e-12)
+        assert torch.equal(plain.state_[k], cold.state_[k])

@@ -285,10 +285,50 @@ def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
     Y = model._targets(torch.as_tensor(y_new), 1)
     theta0 = model._pack(model.state())
     assert theta0.numel() >= logistic._LAG_MIN_PARAMS
-    fast, L_fast = model._newton(theta0, Z, Y)
+    fast, L_fast, P_fast, step = model._newton(theta0, Z, Y)
     monkeypatch.setattr(logistic, "_LAG_MIN_PARAMS", 10**9)
-    plain, L_plain = model._newton(theta0, Z, Y)
+    plain, L_plain, _, _ = model._newton(theta0, Z, Y)
     np.testing.assert_allclose(fast.numpy(), plain.numpy(), rtol=0, atol=1e-9)
     np.testing.assert_allclose(L_fast.numpy(), L_plain.numpy(), rtol=1e-7)
     H = model._hessian(fast.numpy(), Z.numpy())
     np.testing.assert_allclose(L_fast.numpy() @ L_fast.numpy().T, H, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(P_fast, torch.sigmoid(Z @ fast.T).numpy(), rtol=1e-12)
+    g = model._grad(fast, Z, Y).reshape(-1, 1)
+    np.testing.assert_allclose(
+        step, torch.cholesky_solve(g, L_fast).reshape(fast.shape), atol=1e-14
+    )
+    # a first step with another problem's factor (a nearby refit's) changes nothing either
+    _, L_other, _, _ = model._newton(theta0, model._design(torch.as_tensor(X)), Y)
+    started, L_started, _, _ = model._newton(theta0, Z, Y, factor=L_other)
+    np.testing.assert_allclose(started.numpy(), plain.numpy(), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(L_started.numpy(), L_plain.numpy(), rtol=1e-7)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hessian_of_few_columns_matches_the_blocked_product(weighted, monkeypatch):
+    # Zᵀ(curvature ⊙ Z) on few columns against the blocked AᵀA, A = √curvature ⊙ Z
+    from recourse_sim.learners import logistic
+
+    rng = np.random.default_rng(1)
+    Z = np.c_[rng.normal(size=(5000, 4)), np.ones(5000)]
+    theta = rng.normal(size=(1, 5))
+    weight = rng.uniform(0.5, 2.0, size=5000) if weighted else None
+    model = LogisticRegression(C=0.7)
+    direct = model._hessian(theta, np.asfortranarray(Z), weight)
+    monkeypatch.setattr(logistic, "_SMALL_DESIGN", 0)
+    monkeypatch.setattr(logistic, "_HESSIAN_BLOCK_BYTES", 8 * 5 * 700)  # several blocks
+    blocked = model._hessian(theta, Z, weight)
+    np.testing.assert_allclose(direct, blocked, rtol=1e-12)
+
+
+def test_sigmoid_is_the_plain_formula_bit_for_bit():
+    from recourse_sim.learners.logistic import _sigmoid, _softplus_sigmoid
+
+    z = np.r_[np.random.default_rng(3).normal(scale=30, size=5000), np.nan, np.inf, -np.inf]
+    z = np.r_[z, 0.0, -0.0, 800.0, -800.0][:, None]
+    e = np.exp(-np.abs(z))
+    plain = np.where(z >= 0, 1.0, e) / (1.0 + e)
+    np.testing.assert_array_equal(_sigmoid(z), plain)
+    softplus, sigmoid = _softplus_sigmoid(z)
+    np.testing.assert_array_equal(sigmoid, plain)
+    np.testing.assert_array_equal(softplus, np.maximum(z, 0.0) + np.log1p(e))

@@ -176,3 +176,24 @@ def test_single_actionable_feature_projection_is_a_clip(p):
     np.testing.assert_array_equal(d, [[0.0, 0.5, 0.0], [0.0, -0.5, 0.0], [0.0, -0.1, 0.0]])
     np.testing.assert_allclose(d, a.project_rows(X, delta, root_search_only=True), atol=1e-12)
     assert np.all(a.cost(d) <= a.epsilon)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weights", [None, [1.0, 0.0, 3.0, 0.5]])
+@pytest.mark.parametrize("bounded", [False, True])
+def test_projection_shortcuts_match_the_root_search(p, weights, bounded):
+    # equal weights (p = 2): the ball's scaling wherever it lands in the box; no bound
+    # at all: no box to clip to or check
+    rng = np.random.default_rng(7)
+    extra = dict(lower=-0.4, increase_only=[3]) if bounded else {}
+    a = ActionSet(4, cost_weights=weights, p=p, epsilon=1.5, **extra)
+    assert a.boxless is not bounded
+    X = rng.normal(size=(400, 4))
+    delta = rng.normal(scale=2.0, size=(400, 4))
+    delta[:3] = 0.0
+    fast = a.project(X, delta)
+    np.testing.assert_allclose(
+        fast, a.project_rows(X, delta, root_search_only=True), atol=1e-9, rtol=1e-9
+    )
+    assert np.all(a.cost(fast) <= a.epsilon)
+    assert a.contains(X, fast, tol=0.0).all()

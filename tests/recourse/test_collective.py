@@ -321,3 +321,108 @@ def test_warm_started_refits_change_nothing_beyond_tolerance(monkeypatch):
     assert warm.query_loss_after == pytest.approx(cold.query_loss_after, rel=1e-12)
     for key in ("coef", "intercept"):
         np.testing.assert_allclose(warm.state_after[key], cold.state_after[key], atol=1e-10)
+
+
+# -- fast paths against the general ones ---------------------------------------------------
+
+
+def _refit_problem(rule: str, standardize: bool, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    X0 = rng.normal(loc=2.0, scale=[1.0, 3.0, 0.5], size=(80, 3))
+    y0 = (X0 @ [1.0, -0.3, 2.0] + rng.normal(size=80) > 4.0).astype(np.int64)
+    X = rng.normal(loc=2.0, scale=[1.0, 3.0, 0.5], size=(60, 3))
+    y = (X @ [1.0, -0.3, 2.0] + rng.normal(size=60) > 4.0).astype(np.int64)
+    window = 1 if rule == "window" else None
+    learner = LogisticRegression(update_rule=rule, window=window, standardize=standardize)
+    learner.fit(X0, y0)
+    queries = X[np.argsort(learner.predict_proba(X)[:, 1])[:7]]
+    return learner, X, y, queries, 0.3 * rng.normal(size=X.shape)
+
+
+@pytest.mark.parametrize("rule", ["window", "refit"])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_closed_form_refit_hypergradient_equals_autograd(rule, standardize, monkeypatch):
+    learner, X, y, queries, delta = _refit_problem(rule, standardize)
+    goals = np.array([1, 1, 0, 1, 1, 0, 1])
+    closed = collective_hypergradient(learner, X, y, queries, goals, delta)
+    # without the closed form the loss is differentiated by autograd through the refit
+    monkeypatch.setattr(LogisticRegression, "refit_hypergradient", lambda *a: None)
+    graph = collective_hypergradient(learner, X, y, queries, goals, delta)
+    assert closed[0] == pytest.approx(graph[0], rel=1e-12)
+    np.testing.assert_allclose(closed[1], graph[1], rtol=1e-9, atol=1e-12)
+
+
+def test_closed_form_of_a_single_class_refit_keeps_the_model():
+    learner, X, _, queries, delta = _refit_problem("window", False)
+    y = np.ones(len(X), np.int64)
+    loss, grad = collective_hypergradient(learner, X, y, queries, 1, delta)
+    assert np.all(grad == 0.0)
+    assert loss == pytest.approx(float(-np.log(learner.predict_proba(queries)[:, 1]).mean()))
+
+
+def test_warm_started_closed_form_refits_change_nothing_beyond_tolerance(monkeypatch):
+    # horizon 1: each evaluation's Newton starts at the previous solution and takes
+    # its first step with the previous Hessian factor
+    learner, X, y, queries, _ = _refit_problem("refit", False)
+    aset = ActionSet(3, increase_only=[0], cost_weights=[1.0, 2.0, 0.5], epsilon=1.0)
+    warm = collective_recourse(learner, X, y, queries, 1, aset, steps=8)
+    closed_form = LogisticRegression.refit_hypergradient
+    monkeypatch.setattr(
+        LogisticRegression,
+        "refit_hypergradient",
+        lambda self, st, X, delta, y, start, Q, goal, factor: closed_form(
+            self, st, X, delta, y, None, Q, goal
+        ),
+    )
+    cold = collective_recourse(learner, X, y, queries, 1, aset, steps=8)
+    np.testing.assert_allclose(warm.delta, cold.delta, atol=1e-9)
+    np.testing.assert_allclose(warm.loss_history, cold.loss_history, rtol=1e-10)
+    for key in ("coef", "intercept"):
+        np.testing.assert_allclose(warm.state_after[key], cold.state_after[key], atol=1e-10)
+
+
+def _reference_step(grad, delta, lo, hi, action_set, length):
+    """Δ + length · the unit-cost steepest-descent direction, written plainly."""
+    d = -grad.copy()
+    d[((d < 0) & (delta <= lo)) | ((d > 0) & (delta >= hi))] = 0.0
+    w = action_set.weights_.copy()
+    w[w == 0] = w[w > 0].mean() if (w > 0).any() else 1.0
+    if action_set.p == np.inf:
+        return delta + length * np.sign(d) / w
+    out = np.zeros_like(d)
+    for i in range(len(d)):
+        norm = np.linalg.norm(d[i] / w)
+        if norm > 0:
+            out[i] = d[i] / w**2 / norm
+    return delta + length * out
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+@pytest.mark.parametrize("weights", [[1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 0.0, 0.5]])
+@pytest.mark.parametrize("bounded", [False, True])
+def test_descent_step_matches_its_plain_definition(p, weights, bounded):
+    from recourse_sim.recourse.collective import _Box
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 4))
+    extra = dict(increase_only=[0], lower=[-np.inf, -0.2, -np.inf, -np.inf]) if bounded else {}
+    aset = ActionSet(4, cost_weights=weights, p=p, epsilon=1.0, **extra)
+    lo, hi = aset.box(X)
+    lo[:5], hi[:5] = 0.0, 0.0  # non-members
+    delta = aset.project(X, rng.normal(size=X.shape))
+    delta[:5] = 0.0
+    delta[5:10] = lo[5:10]  # rows on their lower bounds
+    grad = rng.normal(size=X.shape)
+    grad[10] = 0.0  # a row with no descent direction
+    box = _Box((lo, hi), aset)
+    expected = _reference_step(grad, delta, lo, hi, aset, 0.3)
+    np.testing.assert_allclose(box.step(delta, grad, 0.3), expected, rtol=1e-13, atol=1e-15)
+    if not bounded:  # everyone a member, no bounds: the box is skipped altogether
+        free = _Box(None, aset)
+        infinite = np.full(X.shape, np.inf)
+        np.testing.assert_allclose(
+            free.step(delta, grad, 0.3),
+            _reference_step(grad, delta, -infinite, infinite, aset, 0.3),
+            rtol=1e-13,
+            atol=1e-15,
+        )

@@ -156,12 +156,11 @@ def test_closed_form_pgd_matches_the_autograd_descent(p, standardize):
     y = (X @ np.array([1.0, 0.1, -5.0, 0.0]) + 0.3 * rng.normal(size=300) > 0).astype(np.int64)
     learner = LogisticRegression(C=10.0, standardize=standardize).fit(X, y)
     a = random_action_set(rng, 4, p)
-    Xt = torch.as_tensor(X[:60])
-    goal = torch.as_tensor(1 - y[:60])  # every row wants the other class
+    goal = 1 - y[:60]  # every row wants the other class
     state = learner.state()
-    fast = _descent(learner, state, Xt, goal, a, "pgd", 10, None, 0.0)
-    slow = _descent(learner, state, Xt, goal, a, "wachter", 10, None, 0.0)
-    np.testing.assert_allclose(fast.numpy(), slow.numpy(), atol=1e-9, rtol=1e-9)
+    fast = _descent(learner, state, X[:60], goal, a, "pgd", 10, None, 0.0)
+    slow = _descent(learner, state, X[:60], goal, a, "wachter", 10, None, 0.0)
+    np.testing.assert_allclose(fast, slow, atol=1e-9, rtol=1e-9)
 
 
 def test_closed_form_pgd_matches_autograd_for_softmax():
@@ -172,8 +171,25 @@ def test_closed_form_pgd_matches_autograd_for_softmax():
     y = np.argmax(X @ rng.normal(size=(3, 3)), axis=1)
     learner = LogisticRegression(C=1.0).fit(X, y)
     a = ActionSet(3, increase_only=[0], cost_weights=[1.0, 0.5, 2.0], p=2, epsilon=1.5)
-    goal = torch.as_tensor((y[:50] + 1) % 3)
+    goal = (y[:50] + 1) % 3
     state = learner.state()
-    fast = _descent(learner, state, torch.as_tensor(X[:50]), goal, a, "pgd", 8, None, 0.0)
-    slow = _descent(learner, state, torch.as_tensor(X[:50]), goal, a, "wachter", 8, None, 0.0)
-    np.testing.assert_allclose(fast.numpy(), slow.numpy(), atol=1e-9, rtol=1e-9)
+    fast = _descent(learner, state, X[:50], goal, a, "pgd", 8, None, 0.0)
+    slow = _descent(learner, state, X[:50], goal, a, "wachter", 8, None, 0.0)
+    np.testing.assert_allclose(fast, slow, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["pgd", "wachter", "linear"])
+def test_individual_delta_is_individual_recourses_delta(binary_problem, method):
+    from recourse_sim.recourse.individual import individual_delta
+
+    X, _, model = binary_problem
+    a = ActionSet(4, immutable=[3], increase_only=[0], max_change=1.0, p=2, epsilon=0.8)
+    goals = np.arange(len(X)) % 2
+    for X_in in (X[:50], torch.as_tensor(X[:50])):
+        full = individual_recourse(model, X_in, goals[:50], a, method=method, steps=7)
+        alone = individual_delta(model, X_in, goals[:50], a, method=method, steps=7)
+        assert isinstance(alone, np.ndarray) and alone.dtype == np.float64
+        np.testing.assert_array_equal(alone, full.delta)
+    state = model.state()  # the learner's own state is only read
+    individual_delta(model, X[:20], 1, a, method=method)
+    assert all(torch.equal(model.state_[k], state[k]) for k in state)
