@@ -118,6 +118,24 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         that solver's tolerance; by default `start` is ignored."""
         return self.update_fn(state, X, y)
 
+    def refit_hypergradient(
+        self,
+        state: State,
+        X: torch.Tensor,
+        delta: torch.Tensor,
+        y: torch.Tensor,
+        start: State | None,
+        queries: torch.Tensor,
+        goal: torch.Tensor,
+        factor: torch.Tensor | None = None,
+    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
+        """Collective recourse's objective for one update on the rows X + delta, in
+        closed form where the learner has one: (the queries' mean goal cross-entropy
+        after the update, its gradient in delta, the updated state, a solver aid such
+        as a Hessian factor for the next call's `factor`). None (the default) sends
+        collective recourse through autograd on `warm_update_fn` instead."""
+        return None
+
     @abstractmethod
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         """Parameters fitted from scratch on (X, y)."""

@@ -11,7 +11,10 @@ goal labels:
 where U is the learner's own differentiable update rule (`Learner.update_fn`). The
 hypergradient ∂loss/∂Δ is taken by autograd straight through U, so it is whatever
 the learner makes it: closed form (nearest centroid), implicit differentiation
-(logistic regression) or unrolled SGD (MLP).
+(logistic regression) or unrolled SGD (MLP). A learner may also give the objective
+and its hypergradient for one update in closed form (`Learner.refit_hypergradient`;
+logistic regression's Newton refits do), which spares building the graph; the tests
+hold the two equal.
 
 Horizon H > 1 (the paper's "multiple timesteps", left to future work there) assumes the
 collective *commits* to one perturbation for H rounds: every round the same members
@@ -364,10 +367,9 @@ def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None, 
     A learner with a closed-form hypergradient of one refit (`refit_hypergradient`,
     which may decline) skips the autograd graph for horizon 1; `starts` and `factor`
     (from a call on nearby rows) warm-start its solver."""
-    closed_form = getattr(learner, "refit_hypergradient", None)
-    if horizon == 1 and closed_form is not None:
+    if horizon == 1:
         start = None if starts is None else starts[0]
-        out = closed_form(theta0, X, delta, y, start, Q, goal, factor)
+        out = learner.refit_hypergradient(theta0, X, delta, y, start, Q, goal, factor)
         if out is not None:
             loss, grad, state, factor = out
             return torch.tensor(loss, dtype=torch.float64), grad, [state], factor
