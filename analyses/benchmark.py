@@ -470,7 +470,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
             "dice": lambda: bench_dice(n_rows=3, repeats=1),
         }
     return {
-        "round": lambda: bench_round(repeats=3 if quick else 7),
+        "round": lambda: bench_round(repeats=3 if quick else 15),
         "scaling": lambda: bench_scaling(repeats=1 if quick else 3),
         "oar": lambda: bench_oar(repeats=2 if quick else 5),
         "env": lambda: bench_env(steps=60 if quick else 400),
