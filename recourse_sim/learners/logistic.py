@@ -82,6 +82,13 @@ def _sigmoid_of(z: np.ndarray, e: np.ndarray) -> np.ndarray:
     return s
 
 
+def _one_class(y: torch.Tensor) -> bool:
+    """Whether the labels y hold one class at most (numpy: cheaper than torch on a
+    round's worth)."""
+    y = y.detach().numpy()
+    return len(y) == 0 or bool((y == y[0]).all())
+
+
 def _softplus(z: np.ndarray) -> np.ndarray:
     """log(1 + exp(z)) without overflow."""
     return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
@@ -604,6 +611,11 @@ class LogisticRegression(Learner):
     def warm_update_fn(
         self, state: State, X: torch.Tensor, y: torch.Tensor, start: State | None
     ) -> State:
+        if "X_mem" in state and not (torch.is_grad_enabled() and X.requires_grad):
+            # no graph to build: the same refit on numpy, where it applies
+            refit = self._numpy_refit(state, X, y, start, None)
+            if refit is not None:
+                return refit[0]
         theta = self._pack(state)
         X = X.to(torch.float64)
         scaling = {key: state[key] for key in _SCALING if key in state}
@@ -615,13 +627,8 @@ class LogisticRegression(Learner):
                 theta = theta - scale * self._grad(theta, *self._rows(X, Y, delta, scaling))
             new = self._unpack(theta)
         else:
-            if not (torch.is_grad_enabled() and X.requires_grad):
-                # no graph to build: the same refit on numpy, where it applies
-                refit = self._numpy_refit(state, X, y, start, None)
-                if refit is not None:
-                    return refit[0]
             X_mem, y_mem, sizes = remember(state, X, y, self.window)
-            if len(y_mem) == 0 or bool((y_mem == y_mem[0]).all()):
+            if _one_class(y_mem):
                 # One class only: no finite optimum (the intercept runs off to ±∞).
                 new = self._unpack(theta)
             else:
@@ -638,9 +645,8 @@ class LogisticRegression(Learner):
         apply. `factor`: a Hessian factor from nearby for Newton's first step. With
         `delta` the round's rows are X + delta, summed straight into the design matrix
         (which the memory then views: no other copy)."""
-        theta = self._pack(state)
         if (
-            theta.shape[0] != 1
+            state["coef"].shape[0] != 1
             or "X_mem" not in state
             or self.recourse_loss_weight != 0
             or not self.fit_intercept
@@ -660,8 +666,8 @@ class LogisticRegression(Learner):
         new_rows = torch.from_numpy(Z)[:, :-1]
         X_mem, y_mem, sizes = remember(state, new_rows, y, self.window, copy=False)
         memory = {"X_mem": X_mem, "y_mem": y_mem, "round_sizes": sizes, **scaling}
-        if len(y_mem) == 0 or bool((y_mem == y_mem[0]).all()):
-            return {**self._unpack(theta), **memory}, None  # one class: θ kept
+        if _one_class(y_mem):
+            return {**self._unpack(self._pack(state)), **memory}, None  # θ kept
         if scaling or X_mem is not new_rows:  # older rows or standardised: a new design
             X_all = X_mem.numpy()
             Z = np.empty((len(X_all), d + 1), order=order)
@@ -671,7 +677,8 @@ class LogisticRegression(Learner):
             else:
                 Z[:, :-1] = X_all
             Z[:, -1] = 1.0
-        first = theta if start is None else self._pack(start)
+        first = state if start is None else start
+        first = np.concatenate([_numpy(first["coef"]), _numpy(first["intercept"])[:, None]], 1)
         Y = y_mem.numpy()[:, None]
         theta_star, L, P, step = self._newton(first, Z, Y, factor=factor)
         # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)
@@ -738,7 +745,7 @@ class LogisticRegression(Learner):
         parameters were kept."""
         super().update(X, y, start)
         y_mem = self.state_.get("y_mem")
-        if y_mem is not None and len(y_mem) and bool((y_mem == y_mem[0]).all()):
+        if y_mem is not None and len(y_mem) and _one_class(y_mem):
             rounds = len(self.state_["round_sizes"])
             warnings.warn(
                 f"LogisticRegression: the {len(y_mem)} rows of this refit ({len(y)} new, "

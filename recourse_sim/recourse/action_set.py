@@ -242,12 +242,10 @@ class ActionSet:
             return self.project_rows(X_flat.reshape(flat.shape), flat).reshape(delta.shape)
         if box is None and not self.boxless:
             box = self._box(np.asarray(X, dtype=np.float64))
-        # box None: no bound anywhere, the ball alone (the checks below are skipped)
-        unbounded = (np.full(self.n_features, -np.inf), np.full(self.n_features, np.inf))
-        lo, hi = (
-            b if b.shape == delta.shape else np.broadcast_to(b, delta.shape)
-            for b in (box or unbounded)
-        )
+        if box is None:  # no bound anywhere: the ball alone (the box checks are skipped)
+            lo, hi = np.broadcast_to(-np.inf, delta.shape), np.broadcast_to(np.inf, delta.shape)
+        else:
+            lo, hi = (b if b.shape == delta.shape else np.broadcast_to(b, delta.shape) for b in box)
         w = self.weights_
         eps = float(self.epsilon)
         priced = self._priced
@@ -261,7 +259,7 @@ class ActionSet:
             # superset, and it lies in the subset). A hair inside ε, as the search ends.
             with np.errstate(divide="ignore", invalid="ignore"):  # δ = 0: 0/0, kept as is
                 scale = np.fmin(1.0, (eps * (1.0 - 1e-14)) / self._norm(delta))[:, None]
-            z = delta * scale if priced.all() else np.where(priced, delta * scale, delta)
+            z = delta * scale if self._all_priced else np.where(priced, delta * scale, delta)
             if box is None:
                 return z
             in_box = ((z >= lo) & (z <= hi)).all(1)
@@ -304,7 +302,7 @@ class ActionSet:
                 np.maximum(delta[rows, j], np.maximum(lo[rows, j], -r)), np.minimum(hi[rows, j], r)
             )
             return out
-        all_priced = bool(priced.all())
+        all_priced = self._all_priced
         d, lo_r, hi_r = delta[rows], lo[rows], hi[rows]
         w2, inverse_w = self._w2, self._inverse_w
 
@@ -389,6 +387,11 @@ class ActionSet:
         return self.weights_ > 0
 
     @cached_property
+    def _all_priced(self) -> bool:
+        """Whether every feature has a cost weight w > 0."""
+        return bool(self._priced.all())
+
+    @cached_property
     def _w2(self) -> np.ndarray:
         """The squared cost weights."""
         return self.weights_**2
@@ -404,8 +407,13 @@ class ActionSet:
         moving = self.actionable
         return int(np.argmax(moving)) if moving.sum() == 1 else None
 
+    @cached_property
+    def _unit_weights(self) -> bool:
+        """Whether every cost weight is 1."""
+        return bool((self.weights_ == 1.0).all())
+
     def _norm(self, d: np.ndarray) -> np.ndarray:
-        if self.p == 2 and (self.weights_ == 1.0).all():  # (one pass fewer)
+        if self.p == 2 and self._unit_weights:  # (one pass fewer)
             return np.sqrt(np.einsum("ij,ij->i", d, d))
         wd = self.weights_ * d
         if self.p == 2:
