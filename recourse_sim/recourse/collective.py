@@ -134,16 +134,16 @@ def collective_recourse(
         raise ConfigError("give init or random_start=True, not both")
     Xt, yt, Q, goal_t, theta0 = _prepare(learner, X, y, queries, goals, action_set, state)
     n = len(Xt)
-    if members is None:
-        member_t = torch.ones(n, dtype=torch.bool)
-    else:
+    # the steps and projections work on the members' rows only (the others stay at 0)
+    member_idx = None
+    if members is not None:
         member_np = np.asarray(members)
         if member_np.shape != (n,) or member_np.dtype != bool:
             raise ConfigError(
                 f"members must be a bool mask of shape ({n},), got {member_np.dtype} "
                 f"{member_np.shape}"
             )
-        member_t = torch.as_tensor(member_np)
+        member_idx = np.flatnonzero(member_np)
 
     # Each evaluation's refits start Newton where the previous evaluation's ended (the
     # iterates move little), and evaluations return their states, so the honest loss
@@ -163,8 +163,6 @@ def collective_recourse(
         return loss, grad, states
 
     eps = float(action_set.epsilon)
-    # the steps and projections work on the members' rows only (the others stay at 0)
-    member_idx = None if members is None else np.flatnonzero(member_t.numpy())
     X_members = Xt.detach().numpy()
     if member_idx is not None:
         X_members = X_members[member_idx]
