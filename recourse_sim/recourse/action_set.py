@@ -236,6 +236,10 @@ class ActionSet:
         budget through the search).
         """
         delta = np.asarray(delta, dtype=np.float64)
+        if delta.shape[-1:] != (self.n_features,):
+            raise ConfigError(
+                f"delta has shape {delta.shape}, the action set has {self.n_features} features"
+            )
         if delta.ndim != 2:  # one row, or a stack of batches
             flat = delta.reshape(-1, self.n_features)
             X_flat = np.broadcast_to(np.asarray(X, dtype=np.float64), delta.shape)

@@ -197,3 +197,11 @@ def test_projection_shortcuts_match_the_root_search(p, weights, bounded):
     )
     assert np.all(a.cost(fast) <= a.epsilon)
     assert a.contains(X, fast, tol=0.0).all()
+
+
+def test_projection_of_the_wrong_width_names_the_shapes():
+    a = ActionSet(3, lower=0.0)
+    with pytest.raises(ConfigError, match=r"delta has shape \(2, 4\), the action set has 3"):
+        a.project(np.zeros((2, 4)), np.zeros((2, 4)))
+    with pytest.raises(ConfigError, match="the action set has 3 features"):
+        a.projection(np.zeros((2, 3)))(np.zeros((2, 4)))
