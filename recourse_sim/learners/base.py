@@ -56,18 +56,19 @@ def remember(
     False lets a memory of the new round alone be X itself (X then must not change).
     """
     X_old, y_old = state["X_mem"], state["y_mem"]
-    sizes = torch.cat([state["round_sizes"], torch.tensor([float(len(X))], dtype=torch.float64)])
+    # the bookkeeping on numpy: on a few numbers torch's per-call overhead dominates
+    sizes = np.append(state["round_sizes"].numpy(), float(len(X)))
     if window is not None and len(sizes) > window:
         # drop the old rounds before concatenating: no copy of rows about to be dropped
-        drop = int(sizes[:-window].sum().item())
+        drop = int(sizes[:-window].sum())
         X_old, y_old, sizes = X_old[drop:], y_old[drop:], sizes[-window:]
     X = X.to(torch.float64)
     if len(X_old):
-        X_mem = torch.cat([X_old, X])
+        X_mem, y_mem = torch.cat([X_old, X]), torch.cat([y_old, y.to(torch.float64)])
     else:  # the new round alone: a copy only to detach the memory from the caller's array
         X_mem = X if X.requires_grad or not copy else X.clone()
-    y_mem = torch.cat([y_old, y.to(torch.float64)])
-    return X_mem, y_mem, sizes
+        y_mem = y.to(torch.float64, copy=True)
+    return X_mem, y_mem, torch.from_numpy(sizes)
 
 
 def first_memory(X: torch.Tensor, y: torch.Tensor) -> State:
@@ -157,6 +158,13 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         numpy arrays (the state's entries may be torch tensors or their numpy views);
         None (the default) where the learner has no closed form, so callers take
         autograd through `proba_fn`."""
+        return None
+
+    def goal_margin_coef(self, state: State, goal: np.ndarray) -> np.ndarray | None:
+        """Where the goal loss −log p(goal | x) is a strictly decreasing function of one
+        margin linear in x (a binary linear model), that margin's gradient in x for each
+        row's goal, (n, d) float64; None (the default) where it is not. Descent on the
+        loss then moves along this fixed direction, and a lower loss is a larger margin."""
         return None
 
     # -- scikit-learn surface ------------------------------------------------------

@@ -297,6 +297,14 @@ class LogisticRegression(Learner):
             grad /= _numpy(state["x_scale"])
         return -np.log(np.maximum(p_goal, 1e-300)), grad
 
+    def goal_margin_coef(self, state: State, goal: np.ndarray) -> np.ndarray | None:
+        coef = _numpy(state["coef"])
+        if coef.shape[0] != 1:  # softmax: the goal's loss depends on every logit
+            return None
+        # the margin is the logit (goal 1) or minus it (goal 0), in the units of x
+        c = coef[0] / _numpy(state["x_scale"]) if "x_scale" in state else coef[0]
+        return np.where(goal[:, None] == 1, c, -c)
+
     def _design(self, X: torch.Tensor) -> torch.Tensor:
         """X with a column of ones appended when there is an intercept."""
         if not self.fit_intercept:

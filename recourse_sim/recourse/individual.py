@@ -144,23 +144,25 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
 
     "pgd" descends the goal loss, "wachter" the goal loss + λ·cost. The loop runs on
     numpy (X, goal: float64 and int64 arrays); the gradient comes from the learner's
-    closed form where it has one (pgd), else from autograd through `proba_fn`."""
-    objective = None
-    if method == "pgd":
-        objective = _closed_form_objective(learner, state, X, goal)
-    if objective is None:
-        objective = _autograd_objective(
-            learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, method, lam
-        )
+    closed form where it has one (pgd), else from autograd through `proba_fn`. Where
+    the goal loss falls as a linear margin rises (`Learner.goal_margin_coef`), "pgd"
+    needs no gradient at all: its normalised direction is the margin's, the same at
+    every iterate, and its best iterate is the one of largest margin."""
     eps = float(action_set.epsilon)
     step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
     project = action_set.projection(X)  # the same rows throughout the descent
+    if method == "pgd":
+        coef = learner.goal_margin_coef(state, goal)
+        if coef is not None:
+            return _margin_descent(project, coef, action_set, steps, step)
+        objective = _closed_form_objective(learner, state, X, goal)
+    if method != "pgd" or objective is None:
+        objective = _autograd_objective(
+            learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, method, lam
+        )
     delta = np.zeros_like(X)
     best = delta
     best_obj = np.full(len(X), np.inf)
-    w = action_set.weights_
-    w_step = np.where(w > 0, w, 1.0)  # free features move in their own units
-    w_step2 = w_step**2
     for i in range(steps + 1):
         obj, grad = objective(delta)
         improved = obj < best_obj
@@ -168,16 +170,36 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
         best = np.where(improved[:, None], delta, best)
         if i == steps:
             break
-        # steepest descent in the cost metric, normalised: each step costs `step`
-        # whatever the gradient's scale and the features' units
-        if action_set.p == np.inf:
-            direction = np.sign(grad) / w_step
-        else:
-            scaled = grad / w_step
-            norm = np.sqrt((scaled * scaled).sum(1, keepdims=True))  # np.linalg.norm's sum
-            direction = grad / w_step2 / np.maximum(norm, 1e-300)
-        delta = project(delta - step * direction)
+        delta = project(delta - step * _steepest(grad, action_set))
     return best
+
+
+def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: float) -> np.ndarray:
+    """`_descent`'s "pgd" for a goal loss that falls as the margin x·c rises (c = `coef`,
+    one row per row): every step moves along the margin's steepest ascent, and the best
+    iterate (the first of equal margins, as the loss's strict decrease keeps) is
+    picked once all are known."""
+    direction = step * _steepest(coef, action_set)
+    iterates = [np.zeros_like(coef)]
+    for _ in range(steps):
+        iterates.append(project(iterates[-1] + direction))
+    stacked = np.stack(iterates)  # (steps + 1, n, d)
+    best = np.einsum("knd,nd->kn", stacked, coef).argmax(0)
+    return stacked[best, np.arange(len(coef))]
+
+
+def _steepest(grad: np.ndarray, action_set: ActionSet) -> np.ndarray:
+    """The steepest ascent direction of a gradient in the cost metric, normalised to
+    cost 1 per row (0 where the gradient is 0): each step then costs the same whatever
+    the gradient's scale and the features' units. Free features (w = 0) move in their
+    own units."""
+    w = action_set.weights_
+    w_step = np.where(w > 0, w, 1.0)
+    if action_set.p == np.inf:
+        return np.sign(grad) / w_step
+    scaled = grad / w_step
+    norm = np.sqrt((scaled * scaled).sum(1, keepdims=True))  # np.linalg.norm's sum
+    return grad / (w_step * w_step) / np.maximum(norm, 1e-300)
 
 
 def _closed_form_objective(learner, state, X: np.ndarray, goal: np.ndarray):

@@ -270,6 +270,26 @@ def test_numpy_proba_and_goal_gradient_match_torch(request, data, standardize):
     np.testing.assert_allclose(fast_grad, grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("standardize", [False, True])
+def test_goal_margin_is_the_goal_log_odds(binary, iris, standardize):
+    # the binary goal loss is softplus(−margin): its x-gradient is −p(other) · ∇margin
+    X, y = binary
+    model = LogisticRegression(standardize=standardize).fit(X, y)
+    state = model.state()
+    goal = (np.arange(len(X)) % 2).astype(np.int64)
+    coef = model.goal_margin_coef(state, goal)
+    proba = model.predict_proba(X)
+    log_odds = np.log(proba[np.arange(len(X)), goal] / proba[np.arange(len(X)), 1 - goal])
+    shifted = model.predict_proba(X + 1e-3 * coef)
+    moved = np.log(shifted[np.arange(len(X)), goal] / shifted[np.arange(len(X)), 1 - goal])
+    np.testing.assert_allclose(moved - log_odds, 1e-3 * (coef * coef).sum(1), rtol=1e-6)
+    _, grad = model.goal_loss_grad(state, X, goal)
+    other = proba[np.arange(len(X)), 1 - goal][:, None]
+    np.testing.assert_allclose(grad, -other * coef, rtol=1e-10, atol=1e-14)
+    multiclass = LogisticRegression().fit(*iris)
+    assert multiclass.goal_margin_coef(multiclass.state(), np.zeros(3, np.int64)) is None
+
+
 def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
     # many parameters: the steering Hessians are kept across small steps and formed in
     # float32; θ* and the factor at θ* must be those of plain float64 Newton

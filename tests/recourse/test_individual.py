@@ -142,13 +142,13 @@ def test_pgd_steps_follow_the_cost_metric():
 
 
 # -- the closed-form descent against autograd --------------------------------------------
-# "pgd" takes the logistic regression's closed-form gradient; "wachter" with λ = 0
-# descends the same objective through autograd.
+# "pgd" on a binary logistic regression follows its margin; on softmax it takes the
+# closed-form gradient; "wachter" with λ = 0 descends the same objective through autograd.
 
 
 @pytest.mark.parametrize("p", [2, np.inf, 1])
 @pytest.mark.parametrize("standardize", [False, True])
-def test_closed_form_pgd_matches_the_autograd_descent(p, standardize):
+def test_margin_pgd_matches_the_autograd_descent(p, standardize):
     from recourse_sim.recourse.individual import _descent
 
     rng = np.random.default_rng(3)
@@ -160,7 +160,15 @@ def test_closed_form_pgd_matches_the_autograd_descent(p, standardize):
     state = learner.state()
     fast = _descent(learner, state, X[:60], goal, a, "pgd", 10, None, 0.0)
     slow = _descent(learner, state, X[:60], goal, a, "wachter", 10, None, 0.0)
-    np.testing.assert_allclose(fast, slow, atol=1e-9, rtol=1e-9)
+
+    margin = learner.goal_margin_coef(state, goal)
+    loss = -np.log(learner.predict_proba(X[:60] + slow)[np.arange(60), goal])
+    # −log p(goal) near p = 1 resolves only ~1e-16 in p: there the autograd descent's
+    # pick among later iterates is rounding; the margin's (the furthest) is no worse
+    resolved = loss > 1e-6
+    assert resolved.sum() >= 30
+    np.testing.assert_allclose(fast[resolved], slow[resolved], atol=1e-9, rtol=1e-9)
+    assert np.all((fast * margin).sum(1) >= (slow * margin).sum(1) - 1e-9)
 
 
 def test_closed_form_pgd_matches_autograd_for_softmax():
