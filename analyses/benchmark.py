@@ -234,17 +234,26 @@ RL_SCENARIO = "school_assignment_controlled"  # the action drives the H1 collect
 
 
 def _env_rate(n: int, steps: int, n_envs: int, scenario: str, seed: int) -> tuple[float, float]:
+    """Steps per second of one env and of a synchronous vector env of n_envs (counting
+    every sub-env step): the median over 5 blocks of about steps / 5 steps each."""
     import gymnasium as gym
+
+    def median_rate(step, n_steps: int, per_step: int) -> float:
+        block = max(n_steps // 5, 1)
+        rates = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(block):
+                step()
+            rates.append(block * per_step / (time.perf_counter() - t0))
+        return statistics.median(rates)
 
     env = _school_env(n, scenario=scenario)
     env.reset(seed=seed)
     action = np.zeros(env.action_space.shape, np.float32)
     for _ in range(3):
         env.step(action)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        env.step(action)
-    single = steps / (time.perf_counter() - t0)
+    single = median_rate(lambda: env.step(action), steps, 1)
 
     venv = gym.vector.SyncVectorEnv(
         [lambda: _school_env(n, scenario=scenario) for _ in range(n_envs)]
@@ -252,11 +261,7 @@ def _env_rate(n: int, steps: int, n_envs: int, scenario: str, seed: int) -> tupl
     venv.reset(seed=seed)
     actions = np.zeros(venv.action_space.shape, np.float32)
     venv.step(actions)
-    vsteps = max(steps // n_envs, 5)
-    t0 = time.perf_counter()
-    for _ in range(vsteps):
-        venv.step(actions)
-    vec = vsteps * n_envs / (time.perf_counter() - t0)
+    vec = median_rate(lambda: venv.step(actions), max(steps // n_envs, 5), n_envs)
     venv.close()
     return single, vec
 

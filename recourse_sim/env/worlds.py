@@ -119,7 +119,10 @@ class School(World):
 
         self.spec = spec
         self._school_world = school_world
-        self._draw_school = draw_school
+        # the validated spec's keywords bound once: a cohort is drawn every round
+        self._draw_cohort = functools.partial(
+            draw_school, spec.cohort_size, **spec.generator_kwargs()
+        )
         self._p = functools.partial(
             true_success_probability,
             threshold=spec.outcome_threshold,
@@ -149,7 +152,7 @@ class School(World):
     def draw(self, rng: np.random.Generator) -> Cohort:
         # `school_world`'s cohort as plain arrays: the scenario has validated the spec,
         # and the arrays are new (the cohort owns them without a copy)
-        c = self._draw_school(self.spec.cohort_size, rng, **self.spec.generator_kwargs())
+        c = self._draw_cohort(rng)
         n = len(c.X)
         u = rng.random(n)
         if self.spec.training_label == "recorded":

@@ -344,14 +344,15 @@ class ActionSet:
                 moves = clipped == z  # coordinates the box does not hold still
                 if self.p == 2:
                     # cost² = Σ w²z², ∂z/∂λ = −w²z / (1 + λw²) where z moves, so
-                    # ∂(1 − ε/cost)/∂λ = ε (∂cost²/∂λ) / (2 cost³); w = 0 adds nothing
+                    # ∂(1 − ε/cost)/∂λ = ε (∂cost²/∂λ) / (2 cost³) = −ε S / cost³ with
+                    # S = Σ (w²z)² / (1 + λw²) over the moving z; w = 0 adds nothing
                     wz = w2 * clipped
                     cost2 = np.einsum("ij,ij->i", wz, clipped)
                     cost = np.sqrt(cost2)
                     shrink *= moves
                     shrink *= wz
-                    slope2 = -2.0 * np.einsum("ij,ij->i", shrink, wz)
-                    return budget_excess(cost, eps), eps * slope2 / (2.0 * cost2 * cost)
+                    s = np.einsum("ij,ij->i", shrink, wz)
+                    return budget_excess(cost, eps), (-eps * s) / (cost2 * cost)
                 # the soft-threshold cost is piecewise linear in λ, of slope −Σ w² moving
                 moves &= (z != 0.0) & priced
                 return self._norm(clipped) / eps - 1.0, -(moves * w2).sum(-1) / eps
