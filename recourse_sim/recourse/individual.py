@@ -175,9 +175,9 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
 
 
 def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: float) -> np.ndarray:
-    """`_descent`'s "pgd" for a goal loss that falls as the margin x·c rises (c = `coef`,
-    one row per row): every step moves along the margin's steepest ascent, and the best
-    iterate (the first of equal margins, as the loss's strict decrease keeps) is
+    """`_descent`'s "pgd" for a goal loss that falls as each row's margin x·c rises
+    (`coef`: the rows' c): every step moves along the margin's steepest ascent, and the
+    best iterate (the first of equal margins, as the loss's strict decrease keeps) is
     picked once all are known."""
     direction = step * _steepest(coef, action_set)
     iterates = [np.zeros_like(coef)]
@@ -189,10 +189,10 @@ def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: flo
 
 
 def _steepest(grad: np.ndarray, action_set: ActionSet) -> np.ndarray:
-    """The steepest ascent direction of a gradient in the cost metric, normalised to
-    cost 1 per row (0 where the gradient is 0): each step then costs the same whatever
-    the gradient's scale and the features' units. Free features (w = 0) move in their
-    own units."""
+    """Per row, the steepest ascent direction of a gradient in the cost metric, of unit
+    weighted norm (ℓ∞ for p = ∞, else ℓ2; 0 where the gradient is 0): each step then
+    costs about the same whatever the gradient's scale and the features' units. Free
+    features (w = 0) move in their own units."""
     w = action_set.weights_
     w_step = np.where(w > 0, w, 1.0)
     if action_set.p == np.inf:
