@@ -89,6 +89,15 @@ def _one_class(y: torch.Tensor) -> bool:
     return len(y) == 0 or bool((y == y[0]).all())
 
 
+def _binary_goal_loss(p1: np.ndarray, goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the goal cross-entropy −log p(goal) of a binary model with P(class 1) =
+    p1 (the probability clamped at 1e-300) and its derivative in the logit (0 below the
+    clamp, which has no gradient)."""
+    p_goal = np.where(goal == 1, p1, 1.0 - p1)
+    residual = np.where(p_goal < 1e-300, 0.0, p1 - (goal == 1))
+    return -np.log(np.maximum(p_goal, 1e-300)), residual
+
+
 def _softplus(z: np.ndarray) -> np.ndarray:
     """log(1 + exp(z)) without overflow."""
     return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
@@ -281,21 +290,20 @@ class LogisticRegression(Learner):
         # numpy: on the small batches of individual recourse torch is mostly overhead
         coef = _numpy(state["coef"])
         logits = self._logits_np(state, X)
-        rows = np.arange(len(X))
         if coef.shape[0] == 1:
-            p1 = _sigmoid(logits[:, 0])
-            p_goal = np.where(goal == 1, p1, 1.0 - p1)
-            residual = (p1 - (goal == 1))[:, None]  # ∂loss/∂logit
+            loss, residual = _binary_goal_loss(_sigmoid(logits[:, 0]), goal)
+            residual = residual[:, None]
         else:
-            residual = softmax(logits, axis=1)
+            rows = np.arange(len(X))
+            residual = softmax(logits, axis=1)  # ∂loss/∂logits once the goal's 1 is off
             p_goal = residual[rows, goal].copy()
             residual[rows, goal] -= 1.0
-        # the clamp at 1e-300 has no gradient below it
-        residual[p_goal < 1e-300] = 0.0
+            residual[p_goal < 1e-300] = 0.0  # the clamp has no gradient below it
+            loss = -np.log(np.maximum(p_goal, 1e-300))
         grad = residual @ coef
         if "x_scale" in state:
             grad /= _numpy(state["x_scale"])
-        return -np.log(np.maximum(p_goal, 1e-300)), grad
+        return loss, grad
 
     def goal_margin_coef(self, state: State, goal: np.ndarray) -> np.ndarray | None:
         coef = _numpy(state["coef"])
@@ -730,12 +738,8 @@ class LogisticRegression(Learner):
         scaling = {key: state[key] for key in _SCALING if key in state}
         # ∂loss/∂θ of the mean goal cross-entropy of the queries, at θ⁺
         Zq = self._design(_scaled(scaling, queries.to(torch.float64))).numpy()
-        p_q = _sigmoid(Zq @ th[0])
-        goal_np = goal.numpy()
-        p_goal = np.where(goal_np == 1, p_q, 1.0 - p_q)
-        residual = np.where(p_goal < 1e-300, 0.0, p_q - (goal_np == 1)) / len(Zq)
-        loss = float(-np.log(np.maximum(p_goal, 1e-300)).mean())
-        v = dpotrs(L.numpy(), residual @ Zq, lower=1)[0]
+        losses, residual = _binary_goal_loss(_sigmoid(Zq @ th[0]), goal.numpy())
+        v = dpotrs(L.numpy(), (residual / len(Zq)) @ Zq, lower=1)[0]
         rows = Z[len(Z) - len(X) :]  # this round's rows, the ones X moves
         p = P[len(Z) - len(X) :, 0]
         # the derivative of θ⁺ in X is that of the implicit function θ*: at θ*
@@ -745,7 +749,7 @@ class LogisticRegression(Learner):
         grad = np.stack([along_w, along_v], 1) @ np.stack([th_star[0, :-1], v[:-1]])
         if scaling:
             grad /= scaling["x_scale"].numpy()
-        return loss, torch.from_numpy(grad), new, L
+        return float(losses.mean()), torch.from_numpy(grad), new, L
 
     def update(self, X, y, start: State | None = None) -> LogisticRegression:
         """Apply the online update rule to one round of reported data (see `update_fn`

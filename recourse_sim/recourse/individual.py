@@ -151,12 +151,13 @@ def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
     eps = float(action_set.epsilon)
     step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
     project = action_set.projection(X)  # the same rows throughout the descent
+    objective = None
     if method == "pgd":
         coef = learner.goal_margin_coef(state, goal)
         if coef is not None:
             return _margin_descent(project, coef, action_set, steps, step)
         objective = _closed_form_objective(learner, state, X, goal)
-    if method != "pgd" or objective is None:
+    if objective is None:
         objective = _autograd_objective(
             learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, method, lam
         )
