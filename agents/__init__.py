@@ -1,21 +1,30 @@
 """Who acts in the world: population strategies, social graphs and coordination policies.
 
 ``REGISTRY`` maps each strategy name a scenario may use to its class: ``truthful``,
-``individual``, ``collective_oar``, ``controlled`` and ``genre``. `agents.policies` holds
-the analytic coordination policies of a controlled collective (``BASELINES``: ``none``,
-``individual``, ``oar``, ``optimum``) and `agents.training` trains one with
-stable-baselines3's PPO (the ``rl`` extra).
+``individual``, ``collective_oar``, ``controlled`` and ``genre``.
+`recourse_sim.agents.policies` holds the analytic coordination policies of a controlled
+collective (``BASELINES``: ``none``, ``individual``, ``oar``, ``optimum``) and
+`recourse_sim.agents.training` trains one with stable-baselines3's PPO (the ``rl`` extra).
+
+The folder is ``agents/`` at the top of the repository and installs as
+``recourse_sim.agents``. Strategies and social graphs sit below the environment (it
+uses them); the coordination policies sit above it (they step it), so they are loaded
+on first use and importing this package never imports the environment.
 """
 
-from agents.policies import BASELINES, AnalyticPolicy, evaluate, make_baseline
-from agents.social import (
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from recourse_sim.agents.social import (
     SocialGraph,
     independent_cascade,
     reach,
     recruit,
     stochastic_block_model,
 )
-from agents.strategies import (
+from recourse_sim.agents.strategies import (
     REGISTRY,
     CollectiveOAR,
     Controlled,
@@ -47,3 +56,11 @@ __all__ = [
     "recruit",
     "stochastic_block_model",
 ]
+
+_POLICIES = ("BASELINES", "AnalyticPolicy", "evaluate", "make_baseline")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _POLICIES:
+        return getattr(importlib.import_module("recourse_sim.agents.policies"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from agents.strategies import Controlled
+from recourse_sim.agents.strategies import Controlled
 from recourse_sim.errors import ConfigError
 from recourse_sim.recourse import ActionSet
 

@@ -10,7 +10,7 @@ population) with a vectorised ``act``. Strategies act at one of two moments of a
 
 Who is eligible (groups, labels, decision), who hears a collective's plan (social
 graph) and who takes part (α) is decided by the environment with `select` and
-`agents.social.recruit`; ``act`` gets masks and returns perturbations that lie in the
+`recourse_sim.agents.social.recruit`; ``act`` gets masks and returns perturbations that lie in the
 population's action set.
 """
 

@@ -11,7 +11,7 @@ evaluate on held-out seeds, one episode each, with the same evaluation loop:
   would move a query subject, uncoordinated;
 * ``oar`` — collective OAR (Eq. 3, horizon H) on the round's real training rows and
   members, expressed as a shared move per class (privileged: it sees the learner and
-  the rows, see `agents.policies`);
+  the rows, see `recourse_sim.agents.policies`);
 * ``ppo`` — each trained policy, deterministic (the Gaussian's mean).
 
 Outputs in --out: ``coordinator_comparison.csv`` (scenario, policy, seed, query_success,
@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from agents.policies import AnalyticPolicy, evaluate, make_baseline
-from agents.training import PPOConfig, train_ppo
+from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
+from recourse_sim.agents.training import PPOConfig, train_ppo
 from recourse_sim.env import RecourseEnv
 
 RESULTS = Path(__file__).resolve().parent / "results"

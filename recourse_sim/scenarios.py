@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 STRATEGIES: tuple[str, ...] = ("truthful", "individual", "collective_oar", "controlled", "genre")
-"""Population strategies a scenario may name (the registry in `agents` implements them)."""
+"""Population strategies a scenario may name (`recourse_sim.agents.REGISTRY` implements them)."""
 
 DATASETS = ("adult", "compas", "german", "iris", "digits")
 

@@ -10,7 +10,7 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def benchmark(analysis_script):
+def bench_script(analysis_script):
     return analysis_script("benchmark")
 
 
@@ -18,11 +18,11 @@ def benchmark(analysis_script):
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.slow
-def test_tiny_run_writes_every_key(benchmark, tmp_path):
-    assert benchmark.main(["--tiny", "--out", str(tmp_path)]) == 0
+def test_tiny_run_writes_every_key(bench_script, tmp_path):
+    assert bench_script.main(["--tiny", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "benchmark.json").read_text())
-    assert list(result)[: len(benchmark.KEYS)] == list(benchmark.KEYS)
-    for key in benchmark.KEYS:
+    assert list(result)[: len(bench_script.KEYS)] == list(bench_script.KEYS)
+    for key in bench_script.KEYS:
         if key == "peak_rss_mb_100k":  # the toy run never reaches 100,000
             assert result[key] is None
         elif key == "individual_speedup_vs_dice" and result[key] is None:
@@ -33,16 +33,16 @@ def test_tiny_run_writes_every_key(benchmark, tmp_path):
             assert isinstance(result[key], float) and result[key] > 0, key
     assert result["hypergrad_rel_err"] < 1e-3
     assert len(result["load_avg_start"]) == 3
-    assert set(result["pass"]) == set(benchmark.TARGETS)
+    assert set(result["pass"]) == set(bench_script.TARGETS)
     assert all(v is None or isinstance(v, bool) for v in result["pass"].values())
     for row in result["scaling_rows"]:
         assert row["peak_rss_mb"] >= row["import_rss_mb"] > 0
 
 
-def test_verdicts(benchmark):
-    result = {key: None for key in benchmark.KEYS}
+def test_verdicts(bench_script):
+    result = {key: None for key in bench_script.KEYS}
     result.update(round_over_refit=2.0, env_steps_per_s=100.0)
-    v = benchmark.verdicts(result)
+    v = bench_script.verdicts(result)
     assert v["round_over_refit"] is True
     assert v["env_steps_per_s"] is False
     assert v["oar_step_s_30k"] is None

@@ -10,8 +10,8 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents import make_strategy
 from recourse_sim import load_scenario, simulate
+from recourse_sim.agents import make_strategy
 from recourse_sim.learners import LogisticRegression
 from recourse_sim.recourse import ActionSet, collective_recourse, individual_recourse
 

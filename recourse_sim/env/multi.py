@@ -18,7 +18,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 from pettingzoo import ParallelEnv
 
-from agents.strategies import Controlled
+from recourse_sim.agents.strategies import Controlled
 from recourse_sim.env.recourse_env import FEATURE_BOUND, RecourseEnv
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, Scenario

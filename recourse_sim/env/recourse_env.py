@@ -11,8 +11,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from agents import make_strategy, recruit
-from agents.strategies import Strategy
+from recourse_sim.agents.social import recruit
+from recourse_sim.agents.strategies import Strategy, make_strategy
 from recourse_sim.env.metrics import RoundRecord, round_metrics
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -25,6 +25,9 @@ from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
 PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
 STATE_VERSION = 1
+
+_WARNED_PASSIVE: set[str] = set()
+"""Scenarios whose ignored action has been warned about (`warn_passive`)."""
 
 
 class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -125,9 +128,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ```python
     import gymnasium as gym
-    import recourse_sim.env  # registers the environments
+    import recourse_sim  # registers the environments
 
-    env = gym.make("recourse_sim/SchoolAssignment-v0")
+    env = gym.make("recourse_sim/SchoolAssignment-v1")  # the action drives the collective
     env = gym.make("recourse_sim/Recourse-v0", scenario="oar_iris", rounds=10)
     env = RecourseEnv("lending_fico", world__n_applicants=500)
     ```
@@ -137,6 +140,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     * ``**overrides``: scenario fields to change, as keyword arguments with ``__`` for
       the dots of a dotted key (``learner__update_rule="refit"``).
     * ``render_mode``: ``None`` or ``"ansi"`` (a text summary of the last round).
+    * ``warn_passive``: warn (when the first environment of the scenario is made in a
+      process) if the scenario has no controlled population, so that the action is
+      ignored; the registered ``-v0`` IDs set it.
 
     Checkpoints: ``get_state()`` returns the full state as numpy arrays, numbers and
     strings (no pickled objects); ``set_state(state)`` restores it so that continuing
@@ -144,7 +150,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
-    * v0: initial version.
+    * v1: ``SchoolAssignment-v1`` and ``Lending-v1`` are the controlled scenarios
+      (``school_assignment_controlled``, ``lending_fico_controlled``): the action drives
+      their collective. ``import recourse_sim`` registers every ID.
+    * v0: initial version. ``SchoolAssignment-v0`` and ``Lending-v0`` are the passive
+      scenarios, whose action is ignored; they now warn so when made, as does
+      ``Recourse-v0`` with a scenario that has no controlled population.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
@@ -155,6 +166,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self,
         scenario: Scenario | str | Path | None = None,
         render_mode: str | None = None,
+        warn_passive: bool = False,
         **overrides: Any,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -194,6 +206,16 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "each its own agent: recourse_sim.env.multi.RecourseParallelEnv)"
             )
         self._controlled = controlled[0] if controlled else None
+        if warn_passive and not controlled and scenario.name not in _WARNED_PASSIVE:
+            # once per scenario and process: Gymnasium's checkers make the env again
+            _WARNED_PASSIVE.add(scenario.name)
+            warnings.warn(
+                f"scenario {scenario.name!r} has no controlled population: the action is "
+                "ignored (for an action that drives a collective use "
+                "recourse_sim/SchoolAssignment-v1, recourse_sim/Lending-v1 or a scenario "
+                "with a population of strategy 'controlled')",
+                stacklevel=2,
+            )
         self._pare_action_set = self.action_set.replace(
             epsilon=self._recourse_budget(scenario.decision.pare.budget)
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import GenreRecourse, make_strategy
+from recourse_sim.agents import GenreRecourse, make_strategy
 from recourse_sim.checkpoint import load_checkpoint, save_checkpoint
 from recourse_sim.learners import make_learner
 from recourse_sim.recourse import ActionSet, GenRe

@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from agents.social import (
+from recourse_sim.agents.social import (
     SocialGraph,
     independent_cascade,
     reach,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import agents
-from agents import REGISTRY, Controlled, Individual, make_strategy
+import recourse_sim.agents as agents
+from recourse_sim.agents import REGISTRY, Controlled, Individual, make_strategy
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import make_learner
 from recourse_sim.recourse import ActionSet

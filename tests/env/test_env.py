@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -13,13 +16,16 @@ from gymnasium.utils.env_checker import check_env
 
 import recourse_sim.env
 from recourse_sim.env import ENV_IDS, RecourseEnv
+from recourse_sim.env.recourse_env import _WARNED_PASSIVE
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.scenarios import load_scenario
 
 # Small worlds keep the default test run fast; the dynamics tests are marked slow.
 SMALL = {
     "school_assignment": {"world__cohort_size": 300, "world__history_size": 600},
+    "school_assignment_controlled": {"world__cohort_size": 300, "world__history_size": 600},
     "lending_fico": {"world__n_applicants": 300, "world__history_size": 400},
+    "lending_fico_controlled": {"world__n_applicants": 300, "world__history_size": 400},
     "lending_german": {"world__cohort_size": 100, "world__history_size": 300},
     "lending_adult": {"world__cohort_size": 100, "world__history_size": 300},
     "oar_iris": {},
@@ -59,49 +65,128 @@ def _same(a, b) -> bool:
 # -- registration and the Gymnasium contract ----------------------------------------------------
 
 
+CONTRACT_IDS = (
+    "recourse_sim/SchoolAssignment-v1",
+    "recourse_sim/Lending-v1",
+    "recourse_sim/SchoolAssignment-v0",
+    "recourse_sim/Lending-v0",
+    "recourse_sim/Recourse-v0",
+)
+
+
 def test_contract_ids_are_registered():
-    for env_id in (
-        "recourse_sim/SchoolAssignment-v0",
-        "recourse_sim/Lending-v0",
-        "recourse_sim/Recourse-v0",
-    ):
+    for env_id in CONTRACT_IDS:
         assert env_id in gym.registry
     recourse_sim.env.register_envs()  # idempotent
 
 
+def test_importing_the_package_registers_every_id_without_the_env_module():
+    # a fresh interpreter: `import recourse_sim` alone registers, and stays cheap
+    code = (
+        "import sys, gymnasium as gym, recourse_sim\n"
+        f"assert all(i in gym.registry for i in {CONTRACT_IDS!r})\n"
+        "assert 'recourse_sim.env.recourse_env' not in sys.modules\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent)
+
+
+def test_module_prefixed_id_imports_the_package():
+    code = (
+        "import gymnasium as gym\n"
+        "env = gym.make('recourse_sim:recourse_sim/SchoolAssignment-v1', rounds=2,\n"
+        "               world__cohort_size=200, world__history_size=400)\n"
+        "assert env.unwrapped.scenario.name == 'school_assignment_controlled'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent)
+
+
+def _made(env_id: str, **kwargs) -> gym.Env:
+    scenario = kwargs.get("scenario", ENV_IDS[env_id].get("scenario", "school_assignment"))
+    return gym.make(env_id, rounds=3, **SMALL[scenario], **kwargs)
+
+
+def _ignored_action_warnings(caught: list[warnings.WarningMessage]) -> int:
+    return sum("the action is ignored" in str(w.message) for w in caught)
+
+
+def _made_warned(env_id: str, **kwargs) -> tuple[gym.Env, int]:
+    """The env of `env_id` and how many ignored-action warnings its make gave, made as
+    the process's first (Gymnasium adds its own "out of date" warning for a -v0 that has
+    a -v1)."""
+    _WARNED_PASSIVE.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = _made(env_id, **kwargs)
+    others = [w for w in caught if "the action is ignored" not in str(w.message)]
+    assert all("out of date" in str(w.message) for w in others), others
+    return env, _ignored_action_warnings(caught)
+
+
 @pytest.mark.parametrize("env_id", sorted(ENV_IDS))
 def test_check_env_passes_without_warnings(env_id):
-    scenario = ENV_IDS[env_id].get("scenario", "school_assignment")
+    env, warned = _made_warned(env_id)
+    assert warned == int(ENV_IDS[env_id].get("warn_passive", False))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make(env_id, rounds=3, **SMALL[scenario])
         check_env(env.unwrapped)
         env.close()
+
+
+@pytest.mark.parametrize("env_id", ["recourse_sim/SchoolAssignment-v1", "recourse_sim/Lending-v1"])
+def test_v1_action_drives_the_collective(env_id):
+    """Different constant actions give different returns over 10 rounds (lending's
+    borrowers can only lower their reported score: positive actions project to 0)."""
+    returns = []
+    for value in (-1.0, -0.5, 0.0):
+        env = gym.make(env_id, rounds=10, **SMALL[ENV_IDS[env_id]["scenario"]])
+        env.reset(seed=0)
+        action = np.full(env.action_space.shape, value, dtype=np.float32)
+        total = 0.0
+        for _ in range(10):
+            total += env.step(action)[1]
+        returns.append(total)
+    assert len(set(returns)) == 3, returns
+
+
+@pytest.mark.parametrize("env_id", ["recourse_sim/SchoolAssignment-v0", "recourse_sim/Lending-v0"])
+def test_v0_warns_once_at_make_that_the_action_is_ignored(env_id):
+    env, warned = _made_warned(env_id)
+    assert warned == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and never again while it runs
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+
+
+def test_recourse_v0_warns_only_without_a_controlled_population():
+    assert _made_warned("recourse_sim/Recourse-v0", scenario="oar_iris")[1] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _made("recourse_sim/Recourse-v0", scenario="school_assignment_controlled")
 
 
 @pytest.mark.parametrize(
     "name", ["oar_iris", "oar_digits", pytest.param("lending_german", marks=pytest.mark.slow)]
 )
 def test_check_env_on_other_bundled_scenarios(name):
+    env, _ = _made_warned("recourse_sim/Recourse-v0", scenario=name)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("recourse_sim/Recourse-v0", scenario=name, rounds=3, **SMALL[name])
         check_env(env.unwrapped)
 
 
 @pytest.mark.slow
 def test_check_env_on_lending_adult():
+    env, _ = _made_warned("recourse_sim/Recourse-v0", scenario="lending_adult")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make(
-            "recourse_sim/Recourse-v0", scenario="lending_adult", rounds=3, **SMALL["lending_adult"]
-        )
         check_env(env.unwrapped)
 
 
 def test_gym_make_module_prefix_imports_the_package():
-    env = gym.make("recourse_sim.env:recourse_sim/Recourse-v0", scenario="oar_iris", rounds=2)
-    assert env.unwrapped.scenario.name == "oar_iris"
+    env = gym.make("recourse_sim.env:recourse_sim/SchoolAssignment-v1", rounds=2)
+    assert env.unwrapped.scenario.name == "school_assignment_controlled"
 
 
 def test_sb3_env_checker_passes():
@@ -516,7 +601,9 @@ populations:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("recourse_sim/Recourse-v0", scenario=str(tmp_path / "loans.yaml"))
+        env = gym.make(
+            "recourse_sim/Recourse-v0", scenario=str(tmp_path / "loans.yaml"), warn_passive=False
+        )
         check_env(env.unwrapped)
         trace = _rollout(env.unwrapped, seed=0, steps=3)
     groups = [r["group"] for r in trace[-1][4]]

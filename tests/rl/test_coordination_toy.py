@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from agents.policies import ToyOptimum, evaluate, make_baseline
+from recourse_sim.agents.policies import ToyOptimum, evaluate, make_baseline
 from recourse_sim.env import RecourseEnv
 
 EVAL_SEEDS = range(1000, 1010)  # held out: training seeds are small integers
@@ -67,7 +67,7 @@ def test_collective_oar_finds_the_closed_form_optimum():
 
 def _train(seed: int, timesteps: int):
     pytest.importorskip("stable_baselines3")
-    from agents.training import PPOConfig, train_ppo
+    from recourse_sim.agents.training import PPOConfig, train_ppo
 
     return train_ppo("coordination_toy", seed, PPOConfig(timesteps=timesteps))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.policies import (
+from recourse_sim.agents.policies import (
     BASELINES,
     AnalyticPolicy,
     NoCollective,
@@ -14,7 +14,7 @@ from agents.policies import (
     members_to_action,
     preview_round,
 )
-from agents.strategies import Controlled
+from recourse_sim.agents.strategies import Controlled
 from recourse_sim.env import RecourseEnv
 from recourse_sim.errors import ConfigError
 

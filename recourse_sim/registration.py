@@ -1,0 +1,39 @@
+"""The Gymnasium environment IDs of recourse-sim, registered by ``import recourse_sim``.
+
+Registration names the entry point as a string, so it imports nothing heavy: the
+environment module (and torch) loads on the first ``gym.make``.
+
+* ``recourse_sim/SchoolAssignment-v1``: ``school_assignment_controlled``; the action
+  drives the H1 students' collective.
+* ``recourse_sim/Lending-v1``: ``lending_fico_controlled``; the action drives the
+  borrowers' collective.
+* ``recourse_sim/SchoolAssignment-v0``, ``recourse_sim/Lending-v0``: the passive
+  ``school_assignment`` and ``lending_fico``; the action is ignored (they warn at make).
+* ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
+  controlled population, if it has one (else it warns at make).
+"""
+
+from __future__ import annotations
+
+ENTRY_POINT = "recourse_sim.env.recourse_env:RecourseEnv"
+
+ENV_IDS: dict[str, dict] = {
+    "recourse_sim/SchoolAssignment-v1": {"scenario": "school_assignment_controlled"},
+    "recourse_sim/Lending-v1": {"scenario": "lending_fico_controlled"},
+    "recourse_sim/SchoolAssignment-v0": {"scenario": "school_assignment", "warn_passive": True},
+    "recourse_sim/Lending-v0": {"scenario": "lending_fico", "warn_passive": True},
+    "recourse_sim/Recourse-v0": {"warn_passive": True},
+}
+"""Registered environment IDs and their default keyword arguments."""
+
+
+def register_envs() -> None:
+    """Register every ID of `ENV_IDS` (idempotent)."""
+    from gymnasium.envs.registration import register, registry
+
+    for env_id, kwargs in ENV_IDS.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
+
+
+__all__ = ["ENTRY_POINT", "ENV_IDS", "register_envs"]
