@@ -14,6 +14,7 @@ from gymnasium.error import ResetNeeded
 from recourse_sim.agents.social import recruit
 from recourse_sim.agents.strategies import Strategy, make_strategy
 from recourse_sim.env.metrics import RoundRecord, round_metrics
+from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
@@ -24,7 +25,7 @@ from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
 # readable whether a weight is 0.01 or 500); feature means in SDs of the history.
 PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 _WARNED_PASSIVE: set[str] = set()
 """Scenarios whose ignored action has been warned about (`warn_passive`)."""
@@ -106,11 +107,18 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Starting State
 
-    ``reset(seed=…)`` seeds ``self.np_random``, from which everything random is drawn
-    (the world, the history, the first model's fit, cohorts, social graphs,
-    participation, outcomes). The learner is fit on the world's history (school: the
-    biased historical admissions; lending: past applicants with observed repayment) and
-    the first cohort is drawn.
+    ``reset(seed=…)`` seeds ``self.np_random``; everything random is drawn from named
+    streams derived from it (`recourse_sim.env.streams`): ``world`` (the history, every
+    person's true features, group and outcome noise, and lending's per-round repayment
+    noise), ``learner`` (the learner's seed), ``decision`` (PARE's fresh calibration
+    applicants) and one ``population/<name>`` per population (participation, adaptation,
+    social graphs, GenRe's seeds). Two runs with one seed that differ only in strategies
+    or learner settings therefore draw the same world (common random numbers). At reset:
+    ``np_random.integers(0, 2**32, size=4)`` derives the streams; the world resets
+    (lending: its applicants) and draws its history; the learner stream gives the
+    learner's seed; the learner is fit on the history (school: the biased historical
+    admissions; lending: past applicants with observed repayment); the world draws the
+    first cohort; a PARE rule calibrates its first threshold.
 
     ## Episode End
 
@@ -206,6 +214,13 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "each its own agent: recourse_sim.env.multi.RecourseParallelEnv)"
             )
         self._controlled = controlled[0] if controlled else None
+        self._stream_names = (
+            WORLD,
+            LEARNER,
+            DECISION,
+            *(population_stream(s.population) for s in self.strategies),
+        )
+        self._streams: dict[str, np.random.Generator] = {}
         if warn_passive and not controlled and scenario.name not in _WARNED_PASSIVE:
             # once per scenario and process: Gymnasium's checkers make the env again
             _WARNED_PASSIVE.add(scenario.name)
@@ -247,6 +262,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._kept_decisions: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
     # -- construction helpers ------------------------------------------------------------
+    def _stream_of(self, strategy: Strategy) -> np.random.Generator:
+        """The random stream of a population's strategy (`recourse_sim.env.streams`)."""
+        return self._streams[population_stream(strategy.population)]
+
     def _new_learner(self, random_state: int) -> Learner:
         spec = self.scenario.learner
         accepted = LEARNERS[spec.type]._get_param_names()
@@ -284,11 +303,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         budgets = [s.spec.epsilon for s in self.strategies if s.stage == "decision"]
         return float(max(budgets)) if budgets else 1.0
 
-    def _pare_threshold(self, cohort: Cohort, rng: np.random.Generator) -> dict[str, float]:
+    def _pare_threshold(self, cohort: Cohort) -> dict[str, float]:
         """This round's PARE threshold (``decision.rule: pare``) for the current model.
 
         Calibrates on honest reports only (features, never outcomes): a fresh draw of
-        applicants from the world, or the cohort about to be decided. Returns the
+        applicants from the world (from the ``decision`` stream, so the world's own draws
+        are the same whatever the rule), or the cohort about to be decided. Returns the
         deployed ``decision_threshold`` = min(decision.threshold, τ̂) and ``pare_upper``
         = τ̂, the largest threshold the calibration certifies.
         """
@@ -296,7 +316,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
         rule = self.scenario.decision
         spec = rule.pare
-        X_cal = self.world.draw(rng).X if spec.calibration == "fresh" else cohort.X
+        if spec.calibration == "fresh":
+            X_cal = self.world.newcomers(self.world.cohort_size, self._streams[DECISION]).X
+        else:
+            X_cal = cohort.X
         with warnings.catch_warnings():
             # too few rows is a load-time error (scenarios.pare_min_calibration); nothing
             # else warns
@@ -343,13 +366,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        rng = self.np_random
-        self.world.reset(rng)
-        X_hist, y_hist = self.world.history(rng)
+        self._streams = derive_streams(self.np_random, self._stream_names)
+        world_rng = self._streams[WORLD]
+        self.world.reset(world_rng)
+        X_hist, y_hist = self.world.history(world_rng)
         self._feature_mean = X_hist.mean(0)
         scale = X_hist.std(0)
         self._feature_scale = np.where(scale > 0, scale, 1.0)
-        self._learner_seed = int(rng.integers(2**63 - 1))
+        self._learner_seed = int(self._streams[LEARNER].integers(2**63 - 1))
         self.learner = self._new_learner(random_state=self._learner_seed)
         try:
             self.learner.fit(X_hist, y_hist)
@@ -357,9 +381,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
         self._theta0 = self.learner.param_vector()
         self._round = 0
-        self._cohort = self.world.draw(rng)
+        self._cohort = self.world.draw(world_rng)
         if self.scenario.decision.rule == "pare":
-            self._pare = self._pare_threshold(self._cohort, rng)
+            self._pare = self._pare_threshold(self._cohort)
         G = len(self.group_labels)
         self._last = {
             "acceptance": np.zeros(G),
@@ -386,7 +410,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self, actions: dict[str, np.ndarray], default: np.ndarray | None
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Steps 2-6 of a round; collective `p` acts on ``actions.get(p, default)``."""
-        rng, learner, c = self.np_random, self.learner, self._cohort
+        learner, c = self.learner, self._cohort
         assert c is not None
         fav_class = self.favourable
 
@@ -401,7 +425,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             if s.stage != "decision":
                 continue
             seekers = ~favourable_before & ~tried & s.select(c.group, c.y0, self.group_labels)
-            res = s.act(learner, X_rep, seekers, fav_class, rng)
+            res = s.act(learner, X_rep, seekers, fav_class, self._stream_of(s))
             X_rep += res.delta
             tried |= res.tried
             cost = np.where(res.tried, res.cost, cost)
@@ -437,7 +461,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             elif s.spec.decisions == "unfavourable":
                 eligible &= ~rows_favourable
             joined = recruit(
-                s.spec.graph, s.spec.participation, eligible, rows_group, self.group_labels, rng
+                s.spec.graph,
+                s.spec.participation,
+                eligible,
+                rows_group,
+                self.group_labels,
+                self._stream_of(s),
             )
             qspec = s.spec.query or self.scenario.query
             qmask = query if qspec is self.scenario.query else self._query_mask(qspec, c)
@@ -472,9 +501,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         # The next cohort is drawn before the query's success is measured so that a PARE
         # threshold can be recalibrated for the updated model first (the success is the
         # next round's, at the next round's threshold); nothing in between draws randomness.
-        next_cohort = self.world.draw(rng)
+        next_cohort = self.world.draw(self._streams[WORLD])
         if pare_now:
-            self._pare = self._pare_threshold(next_cohort, rng)
+            self._pare = self._pare_threshold(next_cohort)
         query_success = self._query_success(c, query)
         for stats in collectives.values():
             stats["query_success"] = self._query_success(c, *stats.pop("query"))
@@ -663,6 +692,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "scenario": self.scenario.name,
             "round": int(self._round),
             "np_random": _copy_tree(self.np_random.bit_generator.state),
+            "streams": {k: _copy_tree(g.bit_generator.state) for k, g in self._streams.items()},
             "learner": {k: v.detach().numpy().copy() for k, v in self.learner.state_.items()},
             "learner_seed": int(self._learner_seed),
             "theta0": self._theta0.copy(),
@@ -691,10 +721,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                     f"checkpoint is of scenario {state['scenario']!r}, "
                     f"this environment runs {self.scenario.name!r}"
                 )
-            rng_state = _copy_tree(state["np_random"])
-            bit_generator = getattr(np.random, rng_state["bit_generator"])()
-            bit_generator.state = rng_state
-            self.np_random = np.random.Generator(bit_generator)
+            self.np_random = _generator(state["np_random"])
+            streams = state["streams"]
+            if set(streams) != set(self._stream_names):
+                raise CheckpointError(
+                    f"checkpoint has random streams {sorted(streams)}, this environment "
+                    f"draws from {sorted(self._stream_names)}"
+                )
+            self._streams = {name: _generator(streams[name]) for name in self._stream_names}
             self._learner_seed = int(state["learner_seed"])
             learner = self._new_learner(random_state=self._learner_seed)
             learner.state_ = {
@@ -734,6 +768,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._last_metrics = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+def _generator(bit_generator_state: dict) -> np.random.Generator:
+    """A generator continuing from a saved ``bit_generator.state``."""
+    state = _copy_tree(bit_generator_state)
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
 
 
 def _copy_tree(obj: Any) -> Any:

@@ -1,13 +1,26 @@
 """Worlds: where each round's people, their true features and their true outcomes come from.
 
-A world draws a cohort (true features, group, the world's own query group and one
-uniform number per person that fixes their outcome noise), computes true outcomes from
-*true* features, and carries whatever persists between rounds (lending's credit scores).
-All randomness comes from the generator passed in (the environment's ``np_random``).
+A world draws people (true features, group, the world's own query group and two
+uniform numbers per person: ``u`` fixes their outcome noise, ``v`` their effort
+quantile), computes true outcomes from *true* features, and carries whatever persists
+between rounds (lending's credit scores). All randomness comes from the generator
+passed in: the environment's ``world`` stream (`recourse_sim.env.streams`), which
+nothing else draws from, so runs that differ only in strategies or learner settings
+see the same people.
 
 The uniform ``u`` drawn with each person makes outcomes common random numbers: the
 outcome after someone changes a causal feature differs from the outcome without the
 change only through the change, not through fresh noise.
+
+Each world draws a batch of n people with a few block-shaped calls (their number
+does not depend on anything but n), ending with one ``rng.random((2, n))`` for
+``u`` and ``v``:
+
+* school: `recourse_sim.data.school.draw_school` (``random(n)``, ``standard_normal(n)``,
+  ``standard_normal((n, 3))``, ``poisson(rates)``, ``random(n)``, ``standard_normal(n)``);
+* dataset / CSV: ``integers(rows, size=n)``;
+* Gaussian: ``standard_normal((n, d))`` (classes in a fixed order, then the query group);
+* FICO: ``choice(groups, size=n, p=shares)`` and one inverse-CDF draw per group.
 """
 
 from __future__ import annotations
@@ -35,11 +48,12 @@ class Cohort:
     group: np.ndarray  # (n,) int64 group codes (indices into World.group_labels)
     query: np.ndarray  # (n,) bool: the world's own query group (school: S)
     u: np.ndarray  # (n,) uniforms fixing each person's outcome noise
+    v: np.ndarray  # (n,) uniforms fixing each person's effort quantile (tolerance)
     y0: np.ndarray  # (n,) int64 true outcome if nobody changes anything
     rows: np.ndarray  # (n,) int64 source rows (tabular) or applicant ids (lending); else arange
     record: np.ndarray  # (n,) int64 label the institution records for training; -1: the outcome
 
-    _FIELDS = ("X", "group", "query", "u", "y0", "rows", "record")
+    _FIELDS = ("X", "group", "query", "u", "v", "y0", "rows", "record")
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: getattr(self, k) for k in self._FIELDS}
@@ -70,6 +84,8 @@ class World(ABC):
     n_classes: int = 2
     favourable: int = 1
 
+    cohort_size: int  # people in a fresh cohort
+
     def reset(self, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
         """Start an episode (persistent state, e.g. lending's applicants)."""
 
@@ -78,8 +94,12 @@ class World(ABC):
         """The (X, y) the first model is fit on."""
 
     @abstractmethod
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
+        """`n` people drawn afresh (their reports are their true features)."""
+
     def draw(self, rng: np.random.Generator) -> Cohort:
-        """This round's cohort."""
+        """This round's cohort: a fresh one of `cohort_size` people."""
+        return self.newcomers(self.cohort_size, rng)
 
     @abstractmethod
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
@@ -119,10 +139,9 @@ class School(World):
 
         self.spec = spec
         self._school_world = school_world
-        # the validated spec's keywords bound once: a cohort is drawn every round
-        self._draw_cohort = functools.partial(
-            draw_school, spec.cohort_size, **spec.generator_kwargs()
-        )
+        # the validated spec's keywords bound once: people are drawn every round
+        self._draw_people = functools.partial(draw_school, **spec.generator_kwargs())
+        self.cohort_size = spec.cohort_size
         self._p = functools.partial(
             true_success_probability,
             threshold=spec.outcome_threshold,
@@ -149,12 +168,11 @@ class School(World):
         c = self._school_world(self.spec.history_size, rng, **self.spec.generator_kwargs())
         return np.array(c.X), np.array(c.y_hist)
 
-    def draw(self, rng: np.random.Generator) -> Cohort:
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
         # `school_world`'s cohort as plain arrays: the scenario has validated the spec,
         # and the arrays are new (the cohort owns them without a copy)
-        c = self._draw_cohort(rng)
-        n = len(c.X)
-        u = rng.random(n)
+        c = self._draw_people(n, rng)
+        u, v = rng.random((2, n))
         if self.spec.training_label == "recorded":
             record = c.y_hist
         else:
@@ -164,6 +182,7 @@ class School(World):
             group=c.neighbourhood,
             query=c.query,
             u=u,
+            v=v,
             y0=(u < c.success_probability).astype(np.int64),
             rows=np.arange(n),
             record=record,
@@ -202,8 +221,10 @@ class Lending(World):
             lower=np.array([FICO_MIN]),
             upper=np.array([FICO_MAX]),
         )
+        self.cohort_size = spec.n_applicants
         self.group = np.zeros(0, np.int64)
         self.score = np.zeros(0)
+        self.v = np.zeros(0)
 
     def _people(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         group = rng.choice(len(self.shares), size=n, p=self.shares).astype(np.int64)
@@ -222,14 +243,30 @@ class Lending(World):
         return p
 
     def reset(self, rng: np.random.Generator) -> None:
-        self.group, self.score = self._people(self.spec.n_applicants, rng)
+        people = self.newcomers(self.spec.n_applicants, rng)
+        self.group, self.score, self.v = people.group, people.X[:, 0].copy(), people.v
 
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         group, score = self._people(self.spec.history_size, rng)
         y = (rng.random(len(score)) < self.repay_probability(group, score)).astype(np.int64)
         return score[:, None], y
 
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
+        group, score = self._people(n, rng)
+        u, v = rng.random((2, n))
+        return Cohort(
+            X=score[:, None],
+            group=group,
+            query=np.zeros(n, bool),
+            u=u,
+            v=v,
+            y0=(u < self.repay_probability(group, score)).astype(np.int64),
+            rows=np.arange(n),
+            record=np.full(n, -1, dtype=np.int64),
+        )
+
     def draw(self, rng: np.random.Generator) -> Cohort:
+        # the persistent applicants; each loan is a new event: fresh outcome noise
         n = len(self.score)
         u = rng.random(n)
         X = self.score[:, None].copy()
@@ -238,6 +275,7 @@ class Lending(World):
             group=self.group.copy(),
             query=np.zeros(n, bool),
             u=u,
+            v=self.v.copy(),
             y0=(u < self.repay_probability(self.group, self.score)).astype(np.int64),
             rows=np.arange(n),
             record=np.full(n, -1, dtype=np.int64),
@@ -266,11 +304,12 @@ class Lending(World):
         return {"mean_score": (means, float(self.score.mean()))}
 
     def get_state(self) -> dict:
-        return {"group": self.group.copy(), "score": self.score.copy()}
+        return {"group": self.group.copy(), "score": self.score.copy(), "v": self.v.copy()}
 
     def set_state(self, state: dict) -> None:
         self.group = np.array(state["group"], dtype=np.int64)
         self.score = np.array(state["score"], dtype=np.float64)
+        self.v = np.array(state["v"], dtype=np.float64)
 
 
 # -- tabular data (bundled datasets and user CSV files) ---------------------------------------
@@ -467,6 +506,7 @@ class Tabular(World):
             self.data = read_csv_world(spec, source)
             key = ("csv", spec.path, os.stat(spec.path).st_mtime_ns)
         data = self.data
+        self.cohort_size = spec.cohort_size
         self.n_classes, self.favourable = data.n_classes, data.favourable
         self.group_labels = data.group_labels
         self.features = FeatureDefaults(
@@ -494,15 +534,16 @@ class Tabular(World):
         X = self.data.X[rows].copy()
         return X, self._outcomes(rows, X, u)
 
-    def draw(self, rng: np.random.Generator) -> Cohort:
-        rows = rng.integers(len(self.data.y), size=self.spec.cohort_size)
-        u = rng.random(len(rows))
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
+        rows = rng.integers(len(self.data.y), size=n)
+        u, v = rng.random((2, n))
         X = self.data.X[rows].copy()
         return Cohort(
             X=X,
             group=self.data.group[rows].copy(),
             query=np.zeros(len(rows), bool),
             u=u,
+            v=v,
             y0=self._outcomes(rows, X, u),
             rows=rows.astype(np.int64),
             record=np.full(len(rows), -1, dtype=np.int64),
@@ -540,6 +581,11 @@ class Gaussian(World):
             upper=np.full(d, np.inf),
         )
         self.group_labels = ("data", "query")
+        # a batch's composition: the classes' people, then the query group's
+        self._sizes = np.array([*spec.class_sizes, spec.query_size], dtype=np.int64)
+        self.cohort_size = int(self._sizes.sum())
+        self._centres = np.vstack([self.means, np.asarray(spec.query_mean, dtype=np.float64)])
+        self._spreads = np.array([spec.sd] * self.n_classes + [spec.query_sd])
 
     def _classes(
         self, sizes: np.ndarray, rng: np.random.Generator
@@ -553,28 +599,41 @@ class Gaussian(World):
         sizes = np.maximum(np.round(shares / shares.sum() * self.spec.history_size), 1)
         return self._classes(sizes.astype(np.int64), rng)
 
-    def draw(self, rng: np.random.Generator) -> Cohort:
-        X_data, y_data = self._classes(np.asarray(self.spec.class_sizes), rng)
-        m, d = self.spec.query_size, self.means.shape[1]
-        X_query = np.asarray(self.spec.query_mean) + self.spec.query_sd * rng.standard_normal(
-            (m, d)
-        )
-        X = np.vstack([X_data, X_query])
-        n = len(X)
-        is_query = np.arange(n) >= len(X_data)
-        y = np.concatenate([y_data, np.full(m, self.spec.query_label, np.int64)])
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
+        """n people: class_sizes and query_size people of each kind when n is their sum,
+        else shares of n in their proportions (largest remainders)."""
+        sizes = _split(n, self._sizes)
+        kind = np.repeat(np.arange(len(sizes)), sizes)  # class index, or n_classes: query
+        d = self.means.shape[1]
+        X = self._centres[kind] + self._spreads[kind, None] * rng.standard_normal((n, d))
+        u, v = rng.random((2, n))
+        is_query = kind == self.n_classes
         return Cohort(
             X=X,
             group=is_query.astype(np.int64),
             query=is_query,
-            u=rng.random(n),
-            y0=y,
+            u=u,
+            v=v,
+            y0=np.where(is_query, self.spec.query_label, kind).astype(np.int64),
             rows=np.arange(n),
             record=np.full(n, -1, dtype=np.int64),
         )
 
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         return cohort.y0.copy()
+
+
+def _split(n: int, sizes: np.ndarray) -> np.ndarray:
+    """n split in the proportions of `sizes` (`sizes` itself when n is their sum), the
+    remainder going to the largest fractional parts (first ones on ties)."""
+    total = int(sizes.sum())
+    if n == total:
+        return sizes.copy()
+    exact = sizes * (n / total)
+    out = np.floor(exact).astype(np.int64)
+    short = n - int(out.sum())
+    out[np.argsort(-(exact - out), kind="stable")[:short]] += 1
+    return out
 
 
 def build_world(spec, source: str = "<scenario>") -> World:

@@ -466,25 +466,30 @@ def test_selective_labels_train_only_on_approved(monkeypatch):
 
 
 def test_lending_scores_respond_to_the_decision_rule():
-    """Liu et al.: lending to people unlikely to repay (-150 vs +75) lowers their scores."""
+    """Liu et al.: lending to people unlikely to repay (-150 vs +75) lowers their scores.
 
-    def black_score(threshold: float) -> float:
-        env = _small(
+    Both rules see the same applicants and repayment noise (common random numbers); the
+    changes are averaged over a few seeds, as the claim is about expected scores."""
+
+    def black_change(threshold: float, seed: int) -> float:
+        env = RecourseEnv(
             "lending_fico",
             rounds=3,
+            world__n_applicants=1500,
+            world__history_size=400,
             decision__group_thresholds={"black": threshold},
             populations={},
         )
-        env.reset(seed=0)
+        env.reset(seed=seed)
+        start = env.world.group_stats()["mean_score"][0][1]
         for _ in range(3):
             rows = env.step(np.zeros(env.action_space.shape, np.float32))[4]["metrics"]
-        return next(r["mean_score"] for r in rows if r["group"] == "black")
+        return next(r["mean_score"] for r in rows if r["group"] == "black") - start
 
-    env = _small("lending_fico", populations={})
-    env.reset(seed=0)
-    start = env.world.group_stats()["mean_score"][0][1]
-    lenient, strict = black_score(0.05), black_score(0.95)
-    assert lenient < start <= strict
+    seeds = range(4)
+    lenient = np.mean([black_change(0.05, seed) for seed in seeds])
+    strict = np.mean([black_change(0.95, seed) for seed in seeds])
+    assert lenient < 0 <= strict
 
 
 def test_lending_bank_keeps_its_history_and_a_fixed_standardisation():
@@ -675,10 +680,10 @@ def test_school_cohort_is_school_worlds_draw():
 
     env = _small("school_assignment", world__training_label="recorded")
     spec = env.world.spec
-    cohort = env.world.draw(np.random.default_rng(8))
+    cohort = env.world.newcomers(spec.cohort_size, np.random.default_rng(8))
     rng = np.random.default_rng(8)
     c = school_world(spec.cohort_size, rng, **spec.generator_kwargs())
-    u = rng.random(spec.cohort_size)
+    u, v = rng.random((2, spec.cohort_size))  # outcome noise and effort quantile in one call
     p = true_success_probability(
         c.X, threshold=spec.outcome_threshold, sharpness=spec.outcome_sharpness
     )
@@ -686,6 +691,7 @@ def test_school_cohort_is_school_worlds_draw():
     np.testing.assert_array_equal(cohort.group, c.neighbourhood)
     np.testing.assert_array_equal(cohort.query, c.query)
     np.testing.assert_array_equal(cohort.u, u)
+    np.testing.assert_array_equal(cohort.v, v)
     np.testing.assert_array_equal(cohort.y0, (u < p).astype(np.int64))
     np.testing.assert_array_equal(cohort.record, c.y_hist)
     assert cohort.X.flags.writeable and cohort.group.dtype == np.int64

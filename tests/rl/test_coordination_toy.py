@@ -59,10 +59,15 @@ def test_the_closed_form_matches_the_simulation_and_beats_other_actions():
 
 
 def test_collective_oar_finds_the_closed_form_optimum():
+    # OAR solves for the round's sample (20 query people, 100 per class), the closed
+    # form for the population: the sample's solution tilts off the axis by up to ~0.2,
+    # either way; averaged over a few samples it is the closed form's
     env = RecourseEnv("coordination_toy", rounds=3)
-    env.reset(seed=0)
-    oar = make_baseline("oar", env, steps=20).action()
-    assert oar == pytest.approx(ToyOptimum(env).action(), abs=0.1)
+    actions = []
+    for seed in range(6):
+        env.reset(seed=seed)
+        actions.append(make_baseline("oar", env, steps=20).action())
+    assert np.mean(actions, axis=0) == pytest.approx(ToyOptimum(env).action(), abs=0.1)
 
 
 def _train(seed: int, timesteps: int):
