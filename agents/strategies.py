@@ -36,6 +36,8 @@ __all__ = [
     "IndividualResult",
     "Strategy",
     "Truthful",
+    "adapt",
+    "effort_tolerance",
     "make_strategy",
 ]
 
@@ -45,6 +47,37 @@ class IndividualResult:
     delta: np.ndarray  # (n, d) perturbations; zero for people who did not act
     tried: np.ndarray  # (n,) bool: sought recourse this round
     cost: np.ndarray  # (n,) cost of each perturbation (0 for the others)
+
+
+def effort_tolerance(spec, v: np.ndarray) -> np.ndarray:
+    """Per-person effort tolerances (cost units) of a population's ``tolerance`` block at
+    the people's effort quantiles `v` (uniforms drawn with each person by the world):
+    the inverse CDF of the distribution, so one person keeps one tolerance."""
+    if spec.kind == "uniform":
+        return spec.low + v * (spec.high - spec.low)
+    from scipy.special import ndtri
+
+    # v is in [0, 1): a person at v = 0 has tolerance 0, the lower end of the support
+    return spec.median * np.exp(spec.sigma * ndtri(v))
+
+
+def adapt(spec, result: IndividualResult, v: np.ndarray) -> IndividualResult:
+    """The changes seekers make this round: each recourse δ scaled by min(``move``,
+    τ / cost(δ)), τ the person's effort tolerance (`effort_tolerance`; none: no cap).
+    Costs are norms, so a scaled change costs that share of cost(δ); it lies between x
+    and x + δ, so it stays in the (convex) action set."""
+    scale = np.full(len(result.cost), float(spec.move))
+    if spec.tolerance is not None:
+        tolerance = effort_tolerance(spec.tolerance, v)
+        cost = result.cost
+        spent = np.divide(tolerance, cost, out=np.ones_like(cost), where=cost > 0)
+        scale = np.minimum(scale, spent)
+    if (scale >= 1.0).all():
+        return result
+    scale = np.where(result.tried, scale, 0.0)
+    return IndividualResult(
+        delta=result.delta * scale[:, None], tried=result.tried, cost=result.cost * scale
+    )
 
 
 class Strategy:
@@ -337,6 +370,8 @@ class CollectiveOAR(Strategy):
 
         self.state_after = None
         if not participants.any() or len(queries) == 0 or self.action_set.epsilon == 0:
+            return np.zeros_like(X)
+        if learner.update_rule == "frozen":  # the update ignores the reports: nothing to gain
             return np.zeros_like(X)
         res = collective_recourse(
             learner,

@@ -247,7 +247,7 @@ def initial_group_stats(scenario: Scenario, rounds: int, seed: int) -> pd.DataFr
     env = RecourseEnv(scenario.model_copy(update={"rounds": rounds}))
     try:
         env.reset(seed=seed)
-        stats = env.world.group_stats()
+        stats = env.group_stats()
     finally:
         env.close()
     rows = []

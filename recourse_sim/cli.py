@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
-        help="run a scenario; writes metrics.csv, summary.json, scenario.yaml, a checkpoint",
+        help="run a scenario; writes metrics.csv, people.csv, summary.json, scenario.yaml, "
+        "a checkpoint",
         description="Run a scenario round by round. Each round's metrics are written as it "
         "completes, and a checkpoint after it, so a killed run continues with --resume.",
     )
@@ -93,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--resume", action="store_true", help="continue the run in DIR from its checkpoint"
+    )
+    run.add_argument(
+        "--people-features",
+        action="store_true",
+        help="people.csv also holds each feature's true value and report (feature_<f>, "
+        "reported_<f>)",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     run.add_argument(
@@ -188,17 +195,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import torch
 
     from recourse_sim.scenarios import load_scenario
-    from recourse_sim.simulate import METRICS_FILE, simulate
+    from recourse_sim.simulate import METRICS_FILE, PEOPLE_FILE, simulate
 
     torch.set_num_threads(args.threads)
     scenario = load_scenario(args.scenario, overrides=args.overrides or None)
     rounds = args.rounds if args.rounds is not None else scenario.rounds
     out = args.out if args.out is not None else Path("runs") / f"{scenario.name}-seed{args.seed}"
     progress = not args.quiet and sys.stderr.isatty() and rounds >= PROGRESS_MIN_ROUNDS
-    frame = simulate(scenario, rounds, args.seed, out, resume=args.resume, progress=progress)
+    frame = simulate(
+        scenario,
+        rounds,
+        args.seed,
+        out,
+        resume=args.resume,
+        progress=progress,
+        people_features=args.people_features,
+    )
     if not args.quiet:
         last = frame[(frame["round"] == frame["round"].iloc[-1]) & (frame["group"] == "all")]
-        print(f"wrote {out / METRICS_FILE} ({frame['round'].nunique()} rounds, seed {args.seed})")
+        print(
+            f"wrote {out / METRICS_FILE} and {out / PEOPLE_FILE} "
+            f"({frame['round'].nunique()} rounds, seed {args.seed})"
+        )
         if not last.empty:
             row = last.iloc[0]
             shown = ("acceptance_rate", "recourse_success_rate", "mean_cost", "model_accuracy")

@@ -70,13 +70,16 @@ __all__ = [
     "IndividualPopulation",
     "LabelRule",
     "LearnerSpec",
+    "LognormalTolerance",
     "PareSpec",
+    "PeopleSpec",
     "QuerySpec",
     "RewardSpec",
     "Scenario",
     "SchoolWorld",
     "SocialGraphSpec",
     "TruthfulPopulation",
+    "UniformTolerance",
     "cohort_size",
     "list_scenarios",
     "load_scenario",
@@ -93,6 +96,7 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
 GenreGamma = Annotated[float, Field(ge=0.5, lt=1.0)]  # GenRe's gamma: in [0.5, 1)
 
 
@@ -109,6 +113,24 @@ class OracleSpec(_Model):
     trees: PositiveInt = 100  # number of trees in the forest
     min_samples_leaf: PositiveInt = 5  # smallest leaf (rows); larger = smoother probabilities
     seed: int = 0  # random_state of the forest (the oracle is part of the world, not the episode)
+
+
+class PeopleSpec(_Model):
+    """People who stay from round to round (a world without it draws a fresh cohort).
+
+    Round 1's applicants are `initial` newcomers. After each round, people given the
+    favourable decision leave (or, with `return_after`, apply again that many rounds
+    later, as borrowers do); the others stay and apply again next round with the
+    reports and true features their recourse left them; `newcomers` people arrive; and
+    anyone `max_rounds` rounds after their arrival leaves. Every person keeps a stable
+    id (``person`` in people.csv) and the outcome noise drawn on arrival.
+    """
+
+    initial: PositiveInt | None = None  # people applying in round 1 (people; None: cohort_size)
+    newcomers: NonNegativeInt  # people arriving each round from round 2 on (people per round)
+    # rounds after a favourable decision before a person applies again (None: they leave)
+    return_after: PositiveInt | None = None
+    max_rounds: PositiveInt | None = None  # rounds anyone stays after arriving (None: no cap)
 
 
 class SchoolWorld(_Model):
@@ -138,10 +160,13 @@ class SchoolWorld(_Model):
     query_quantile: Probability = 0.75  # S = N2 students above this cohort merit quantile
     outcome_threshold: float = 0.0  # merit at which the true outcome is a coin flip
     outcome_sharpness: Positive = 2.0  # slope of the true-outcome logistic (per merit unit)
+    people: PeopleSpec | None = None  # students who stay and apply again (None: new each year)
 
     def generator_kwargs(self) -> dict[str, float]:
-        """The keyword arguments of `school_world` (everything but kind and sizes)."""
-        return self.model_dump(exclude={"kind", "cohort_size", "history_size", "training_label"})
+        """The keyword arguments of `school_world` (everything but kind, sizes and people)."""
+        return self.model_dump(
+            exclude={"kind", "cohort_size", "history_size", "training_label", "people"}
+        )
 
 
 class FicoWorld(_Model):
@@ -191,6 +216,7 @@ class DatasetWorld(_Model):
     outcome: Literal["oracle", "label"] = "oracle"
     oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
     favourable: int = Field(1, ge=0)  # class index of the favourable outcome
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
 
 
 ColumnType = Literal["numeric", "integer", "binary"]
@@ -210,6 +236,7 @@ class CsvWorld(_Model):
     # true outcome: drawn from the oracle at the true features, or the row's own label
     outcome: Literal["oracle", "label"] = "oracle"
     oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
 
     @field_validator("columns")
     @classmethod
@@ -227,7 +254,8 @@ class GaussianWorld(_Model):
     group, recorded with class ``query_label``) from N(query_mean, query_sd² I). A
     person's class never changes (features do not move true outcomes). Made for the
     coordination problem whose optimal collective action is known in closed form
-    (``coordination_toy``: nearest centroid, two classes).
+    (``coordination_toy``: nearest centroid, two classes). With ``people``, newcomers
+    are split over the classes and the query group in these proportions.
     """
 
     kind: Literal["gaussian"]
@@ -239,6 +267,7 @@ class GaussianWorld(_Model):
     query_sd: NonNegative = 0.0  # spread of the query group around its centre (feature units)
     query_size: PositiveInt = 1  # people in the query group per round (group "query")
     query_label: int = Field(0, ge=0)  # the class the query people are recorded with
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new each round)
 
     @model_validator(mode="after")
     def _shapes_agree(self) -> GaussianWorld:
@@ -316,7 +345,8 @@ class LearnerSpec(_Model):
     """The deployed model (`recourse_sim.learners.make_learner`) and its update rule."""
 
     type: str = "logistic_regression"  # learner name (see recourse_sim.learners.LEARNERS)
-    update_rule: Literal["refit", "window", "sgd"] = "window"  # online update rule
+    # online update rule (frozen: the first model is never updated)
+    update_rule: Literal["refit", "window", "sgd", "frozen"] = "window"
     window: PositiveInt | None = 1  # rounds remembered by the window rule (None otherwise)
     # features standardised once, on the first model's data (None: yes, if the learner can)
     standardize: bool | None = None
@@ -411,6 +441,8 @@ class DecisionRule(_Model):
     threshold: Probability = 0.5  # threshold rule: favourable when P(favourable) >= this
     group_thresholds: dict[str, Probability] = {}  # per-group thresholds (override threshold)
     capacity: Probability = 0.5  # capacity rule: share of each cohort given the favourable decision
+    # capacity rule: favourable decisions per round (people; None: the share `capacity`)
+    places: PositiveInt | None = None
     pare: PareSpec = PareSpec()  # pare rule: the guarantee and its calibration
 
     @model_validator(mode="after")
@@ -502,13 +534,58 @@ def _nonempty_restriction(v: list | None, info: ValidationInfo) -> list | None:
     return v
 
 
+class UniformTolerance(_Model):
+    """Effort tolerances spread evenly between `low` and `high`."""
+
+    kind: Literal["uniform"]
+    low: NonNegative = 0.0  # smallest tolerance (cost units)
+    high: NonNegative  # largest tolerance (cost units)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformTolerance:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        return self
+
+
+class LognormalTolerance(_Model):
+    """Effort tolerances whose logarithm is normal: most near `median`, a long upper tail."""
+
+    kind: Literal["lognormal"]
+    median: Positive  # median tolerance (cost units)
+    sigma: NonNegative = 0.5  # standard deviation of the log tolerance
+
+
+Tolerance = Annotated[
+    Union[UniformTolerance, LognormalTolerance],  # noqa: UP007 (discriminated)
+    Field(discriminator="kind"),
+]
+
+
 class TruthfulPopulation(_Population):
     """Reports truthfully and never seeks recourse (the default for everyone)."""
 
     strategy: Literal["truthful"]
 
 
-class IndividualPopulation(_Population):
+class _Seekers(_Population):
+    """How rejected people act on their recourse (recourse-game's adaptation types:
+    participation α < 1 is its binary adaptation, `move` < 1 its continuous one).
+
+    A seeker's change is their recourse δ scaled by min(`move`, τ / cost(δ)): `move` of
+    the way, and never more than their own effort tolerance τ (drawn once per person
+    from `tolerance`, by the person's effort quantile; cost is a norm, so the scaled
+    change costs that share of cost(δ) and stays in the action set).
+    """
+
+    # when seekers are decided on their changed reports: again in this round, or when
+    # they apply next round (needs people who stay: world.people, or the fico world)
+    reapply: Literal["same_round", "next_round"] = "same_round"
+    move: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0  # share of the way moved per round
+    tolerance: Tolerance | None = None  # per-person effort tolerance (None: up to epsilon)
+
+
+class IndividualPopulation(_Seekers):
     """People who got the unfavourable decision change their own features (OAR Eq. 2)."""
 
     strategy: Literal["individual"]
@@ -516,7 +593,7 @@ class IndividualPopulation(_Population):
     steps: PositiveInt = 20  # gradient steps (pgd, wachter)
 
 
-class GenrePopulation(_Population):
+class GenrePopulation(_Seekers):
     """Rejected people follow a recourse sampled from GenRe (Garg, Nagalapatti & Sarawagi),
     a generative model of where similar people ended up favourably, refit every few
     rounds on the rows the deployed model trains on; the sample is projected into the
@@ -900,6 +977,7 @@ def _valid_keys(loc: tuple) -> list[str]:
         model = _child_type(model, part)
         if model is None:
             return []
+    model = _strip(model)  # an optional block (world.people) lists its own keys
     return list(model.model_fields) if _is_model(model) else []
 
 
@@ -1054,6 +1132,15 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
             fail(
                 f"populations.{pname}",
                 f"feature {sorted(both)[0]!r} is both increase_only and decrease_only",
+            )
+
+    persistent = isinstance(world, FicoWorld) or world.people is not None
+    for pname, pop in scenario.populations.items():
+        if getattr(pop, "reapply", None) == "next_round" and not persistent:
+            fail(
+                f"populations.{pname}.reapply",
+                "'next_round' needs people who stay and apply again (set world.people; "
+                f"a {world.kind} world without it draws new people every round)",
             )
 
     groups = world_group_names(world)

@@ -15,18 +15,24 @@ output directory it writes, as the run goes:
     the order the environment first reports them.
     Floats are written with ``%.10g``, missing values as empty cells, so a seed fixes
     the file byte for byte.
+``people.csv``
+    One row per applicant per round (columns documented in `recourse_sim.env.metrics`:
+    ``round, person, group, arrived, favourable_before, favourable, tried, cost,
+    true_favourable, score, leaves``, and with ``people_features`` each feature's true
+    value and report: ``feature_<f>``, ``reported_<f>``), written exactly like ``metrics.csv``.
 ``checkpoint/``
     The environment state after the last completed round (see `recourse_sim.checkpoint`),
-    with the length and SHA-256 of ``metrics.csv`` at that moment.
+    with the length and SHA-256 of ``metrics.csv`` and ``people.csv`` at that moment.
 ``summary.json``
     Written (atomically) when the run ends: scenario, seed, rounds, the final round's
     metrics per group, wall time. Its presence means the run finished.
 
-``resume=True`` continues from the checkpoint: ``metrics.csv`` is cut back to exactly the
-rows of the completed rounds (a kill can leave half a line, or a round whose checkpoint
-was never written), the environment state is restored, and the run goes on. Because the
-returned DataFrame is always parsed from the same CSV text, an interrupted-and-resumed
-run returns the same DataFrame and leaves the same file as an uninterrupted one.
+``resume=True`` continues from the checkpoint: ``metrics.csv`` and ``people.csv`` are cut
+back to exactly the rows of the completed rounds (a kill can leave half a line, or a
+round whose checkpoint was never written), the environment state is restored, and the run
+goes on. Because the returned DataFrames are always parsed from the same CSV text, an
+interrupted-and-resumed run returns the same DataFrames and leaves the same files as an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -63,13 +69,16 @@ __all__ = [
     "CHECKPOINT_DIR",
     "LEADING_COLUMNS",
     "METRICS_FILE",
+    "PEOPLE_FILE",
     "SCENARIO_FILE",
     "SUMMARY_FILE",
     "read_metrics",
+    "read_people",
     "simulate",
 ]
 
 METRICS_FILE = "metrics.csv"
+PEOPLE_FILE = "people.csv"
 SUMMARY_FILE = "summary.json"
 SCENARIO_FILE = "scenario.yaml"
 CHECKPOINT_DIR = "checkpoint"
@@ -237,6 +246,83 @@ def read_metrics(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise DataError(f"{path} is not a readable metrics table: {e}") from e
 
 
+class _PeopleTable:
+    """people.csv as CSV text: one row per applicant per round, columns fixed by the env
+    (`recourse_sim.env.metrics.people_columns`) at the first round. Keeps the text only
+    when it is to be returned as a DataFrame."""
+
+    def __init__(self, columns: Sequence[str] | None = None, keep: bool = False) -> None:
+        self.columns: list[str] | None = None if columns is None else [str(c) for c in columns]
+        self.keep = keep
+        self.text: list[str] = []
+
+    def add_round(self, columns: Mapping[str, np.ndarray]) -> str:
+        """Append one round's people; return the CSV text added (header included once)."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if self.columns is None:
+            self.columns = list(columns)
+            writer.writerow(self.columns)
+        elif list(columns) != self.columns:
+            raise RuntimeError(
+                f"env people columns {list(columns)} differ from the run's {self.columns}"
+            )
+        writer.writerows(zip(*(_cells(columns[name]) for name in self.columns), strict=True))
+        text = buffer.getvalue()
+        if self.keep:
+            self.text.append(text)
+        return text
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame, parsed from exactly the text written to people.csv."""
+        return _parse_people("".join(self.text))
+
+
+def _cells(values: np.ndarray) -> list[str]:
+    """The CSV text of a column of one round's people, as `_cell` writes a value."""
+    values = np.asarray(values)
+    if values.dtype == bool:
+        return np.where(values, "True", "False").tolist()
+    if np.issubdtype(values.dtype, np.integer):
+        return [str(v) for v in values.tolist()]
+    if np.issubdtype(values.dtype, np.floating):
+        # + 0.0 turns -0.0 into 0.0; NaN (none expected) would be an empty cell
+        return ["" if v != v else format(v, FLOAT_FORMAT) for v in (values + 0.0).tolist()]
+    return [str(v) for v in values.tolist()]
+
+
+def _parse_people(text: str) -> pd.DataFrame:
+    """Parse people.csv text: groups as strings, every other non-flag column numeric."""
+    import pandas as pd
+
+    header = next(csv.reader(io.StringIO(text)), [])
+    dtype: dict[str, Any] = {"group": str}
+    dtype.update({n: "float64" for n in header if n in ("cost", "score")})
+    dtype.update({n: "float64" for n in header if n.startswith(("feature_", "reported_"))})
+    return pd.read_csv(io.StringIO(text), dtype=dtype, keep_default_na=False, na_values=[""])
+
+
+def read_people(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a ``people.csv`` written by `simulate` (a file or a run directory)."""
+    from recourse_sim.errors import DataError
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / PEOPLE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise DataError(f"{path} not found") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"cannot read {path}: {e}") from e
+    if not text.strip():
+        raise DataError(f"{path} is empty (no round has completed)")
+    try:
+        return _parse_people(text)
+    except ValueError as e:
+        raise DataError(f"{path} is not a readable people table: {e}") from e
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -304,15 +390,21 @@ def _summary(
         "rounds": rounds,
         "final_round": _json_value(last["round"].iloc[0]),
         "final": final,
-        "files": {"metrics": METRICS_FILE, "scenario": SCENARIO_FILE},
+        "files": {"metrics": METRICS_FILE, "people": PEOPLE_FILE, "scenario": SCENARIO_FILE},
         "resumed": resumed,
         "wall_time_seconds": round(wall, 3),
         "recourse_sim_version": __version__,
     }
 
 
-class _MetricsFile:
-    """metrics.csv opened for appending; every append is flushed and fsynced."""
+RUN_FILES = {"metrics": METRICS_FILE, "people": PEOPLE_FILE}
+"""The files a run appends to round by round, by the key their checkpoint records them
+under (``<key>_bytes``, ``<key>_sha256``)."""
+
+
+class _AppendFile:
+    """A run file (metrics.csv, people.csv) opened for appending; every append is flushed
+    and fsynced."""
 
     def __init__(self, path: Path, prefix: bytes) -> None:
         self.path = path
@@ -343,16 +435,22 @@ class _MetricsFile:
         self._file.close()
 
 
-def _committed_metrics(out: Path, meta: Mapping[str, Any], checkpoint: Path) -> bytes:
-    """The bytes of metrics.csv the checkpoint vouches for; CheckpointError if they are gone."""
-    path = out / METRICS_FILE
-    size = int(meta["metrics_bytes"])
+def _committed(out: Path, key: str, meta: Mapping[str, Any], checkpoint: Path) -> bytes:
+    """The bytes of run file `key` the checkpoint vouches for; CheckpointError if they are
+    gone."""
+    path = out / RUN_FILES[key]
+    if f"{key}_bytes" not in meta:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} records no {RUN_FILES[key]} (written by an older "
+            "recourse-sim); rerun without --resume"
+        )
+    size = int(meta[f"{key}_bytes"])
     try:
         with open(path, "rb") as f:
             prefix = f.read(size)
     except FileNotFoundError:
         prefix = b""
-    if len(prefix) < size or _sha256(prefix) != meta["metrics_sha256"]:
+    if len(prefix) < size or _sha256(prefix) != meta[f"{key}_sha256"]:
         raise CheckpointError(
             f"{path} does not hold the rows that checkpoint {checkpoint} recorded "
             "(file shortened or edited); rerun without --resume"
@@ -362,9 +460,9 @@ def _committed_metrics(out: Path, meta: Mapping[str, Any], checkpoint: Path) -> 
 
 def _prepare(
     out: Path, resume: bool, identity: Mapping[str, Any]
-) -> tuple[Checkpoint | None, bytes]:
-    """Make `out` ready: the verified checkpoint to resume and the metrics bytes it owns,
-    or (None, b"") after clearing an earlier run for a fresh start."""
+) -> tuple[Checkpoint | None, dict[str, bytes]]:
+    """Make `out` ready: the verified checkpoint to resume and the bytes of each run file
+    it owns, or (None, empty prefixes) after clearing an earlier run for a fresh start."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -372,16 +470,16 @@ def _prepare(
     checkpoint = load_checkpoint(out / CHECKPOINT_DIR) if resume else None
     if checkpoint is None:  # also a --resume of a run killed before its first checkpoint
         _start_fresh(out)
-        return None, b""
+        return None, dict.fromkeys(RUN_FILES, b"")
     run = checkpoint.meta.get("run", {})
     if run != identity:
         raise ConfigError(_mismatch(out, run, identity))
-    return checkpoint, _committed_metrics(out, checkpoint.meta, checkpoint.path)
+    return checkpoint, {k: _committed(out, k, checkpoint.meta, checkpoint.path) for k in RUN_FILES}
 
 
 def _start_fresh(out: Path) -> None:
     """Remove what a previous run left in `out` (checkpoint first, so it cannot pair with
-    the new metrics.csv if we are killed half-way)."""
+    the new run files if we are killed half-way)."""
     checkpoint = out / CHECKPOINT_DIR
     (checkpoint / CHECKPOINT_FILE).unlink(missing_ok=True)
     if checkpoint.is_dir():
@@ -389,7 +487,8 @@ def _start_fresh(out: Path) -> None:
         for path in [*checkpoint.glob("state-*.npz"), *checkpoint.glob(".*.tmp")]:
             path.unlink(missing_ok=True)
     (out / SUMMARY_FILE).unlink(missing_ok=True)
-    (out / METRICS_FILE).unlink(missing_ok=True)
+    for name in RUN_FILES.values():
+        (out / name).unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- simulate
@@ -403,25 +502,32 @@ def simulate(
     *,
     resume: bool = False,
     progress: bool = False,
-) -> pd.DataFrame:
+    people: bool = False,
+    people_features: bool = False,
+) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Run `scenario` for `rounds` rounds and return the tidy metrics table.
 
     Args:
         scenario: a loaded `Scenario`, a bundled scenario name, or a path to a YAML file.
         rounds: number of rounds (one env step each); default ``scenario.rounds``.
         seed: seeds the environment's single generator; a seed fixes the result.
-        out: output directory (created if needed) for ``metrics.csv``, ``scenario.yaml``,
-            ``summary.json`` and ``checkpoint/``. Without `resume`, files of an earlier
-            run there are replaced. None: nothing is written.
+        out: output directory (created if needed) for ``metrics.csv``, ``people.csv``,
+            ``scenario.yaml``, ``summary.json`` and ``checkpoint/``. Without `resume`,
+            files of an earlier run there are replaced. None: nothing is written.
         resume: continue the run in `out` from its checkpoint (from the start if it has
             none yet). The scenario and seed must be those of the run in `out`; `rounds`
             may be larger than the rounds already done, to extend a finished run.
         progress: show a tqdm progress bar on stderr.
+        people: also return the people table (the rows of ``people.csv``).
+        people_features: people.csv also holds each feature's true value and report
+            (``feature_<f>``, ``reported_<f>``); part of the run's identity.
 
     Returns:
         One row per round × group (``"all"`` included), columns as in `LEADING_COLUMNS`
         then the scenario's other metrics. Values are those written to ``metrics.csv``
         (floats to 10 significant digits), so resumed and uninterrupted runs compare equal.
+        With `people`, a pair: that table and the people table (one row per applicant
+        per round, as in ``people.csv``).
 
     Raises:
         ConfigError: bad `rounds`/`seed`, `resume` without `out`, an unusable `out`, or a
@@ -446,11 +552,16 @@ def simulate(
         "scenario": scenario.name,
         "seed": seed,
         "scenario_sha256": _sha256(_with_rounds(scenario, 1).to_yaml().encode("utf-8")),
+        "people_features": bool(people_features),
     }
     out_dir = None if out is None else Path(out)
     # Check the output directory before building the env (which may fit an oracle), so
     # a wrong --resume fails at once and without touching any file.
-    checkpoint, prefix = (None, b"") if out_dir is None else _prepare(out_dir, resume, identity)
+    checkpoint, prefixes = (
+        (None, dict.fromkeys(RUN_FILES, b""))
+        if out_dir is None
+        else _prepare(out_dir, resume, identity)
+    )
     if checkpoint is not None and checkpoint.round > rounds:
         raise ConfigError(
             f"{out_dir} already holds {checkpoint.round} rounds; cannot resume it to {rounds}"
@@ -459,21 +570,26 @@ def simulate(
     env = _make_env(scenario)
     env.reset(seed=seed)
     table = _Table()
+    crowd = _PeopleTable(keep=people)
     done = 0
-    metrics: _MetricsFile | None = None
+    files: dict[str, _AppendFile] = {}
     try:
         if checkpoint is not None:
             env.set_state(checkpoint.state)
             done = checkpoint.round
             table = _Table(checkpoint.meta.get("columns"))
-            table.text = prefix.decode("utf-8").splitlines(keepends=True)
+            table.text = prefixes["metrics"].decode("utf-8").splitlines(keepends=True)
+            crowd = _PeopleTable(checkpoint.meta.get("people_columns"), keep=people)
+            if people and prefixes["people"]:
+                crowd.text = [prefixes["people"].decode("utf-8")]
         if out_dir is not None:
             if done < rounds:  # a summary.json means "finished"; this run is not, yet
                 (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
             atomic_write_text(out_dir / SCENARIO_FILE, scenario_yaml)
-            metrics = _MetricsFile(out_dir / METRICS_FILE, prefix)
+            for key, name in RUN_FILES.items():
+                files[key] = _AppendFile(out_dir / name, prefixes[key])
             if checkpoint is None:  # so that a run killed in round 1 knows what it was
-                _save(out_dir, env, 0, identity, table, metrics)
+                _save(out_dir, env, 0, identity, table, crowd, files)
 
         action = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
         with tqdm(
@@ -487,18 +603,22 @@ def simulate(
         ) as bar:
             while done < rounds:
                 _, _, terminated, _, info = env.step(action)
-                text = table.add_round(info["metrics"])
+                texts = {
+                    "metrics": table.add_round(info["metrics"]),
+                    "people": crowd.add_round(env.people(features=people_features)),
+                }
                 done += 1
-                if out_dir is not None and metrics is not None:
-                    metrics.append(text)
-                    _save(out_dir, env, done, identity, table, metrics)
+                if out_dir is not None:
+                    for key, text in texts.items():
+                        files[key].append(text)
+                    _save(out_dir, env, done, identity, table, crowd, files)
                 bar.update(1)
                 if terminated:  # the world ended (e.g. nobody left); later steps are invalid
                     rounds = done
                     break
     finally:
-        if metrics is not None:
-            metrics.close()
+        for file in files.values():
+            file.close()
         env.close()
 
     frame = table.frame()
@@ -507,24 +627,28 @@ def simulate(
             frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
         )
         atomic_write_text(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
-    return frame
+    return (frame, crowd.frame()) if people else frame
 
 
 def _save(
-    out: Path, env: Any, done: int, identity: dict[str, Any], table: _Table, metrics: _MetricsFile
+    out: Path,
+    env: Any,
+    done: int,
+    identity: dict[str, Any],
+    table: _Table,
+    crowd: _PeopleTable,
+    files: Mapping[str, _AppendFile],
 ) -> None:
-    """Checkpoint after `done` rounds, recording how much of metrics.csv they own."""
-    save_checkpoint(
-        out / CHECKPOINT_DIR,
-        round=done,
-        state=env.get_state(),
-        meta={
-            "run": identity,
-            "columns": table.columns,
-            "metrics_bytes": metrics.size,
-            "metrics_sha256": metrics.sha256,
-        },
-    )
+    """Checkpoint after `done` rounds, recording how much of each run file they own."""
+    meta: dict[str, Any] = {
+        "run": identity,
+        "columns": table.columns,
+        "people_columns": crowd.columns,
+    }
+    for key, file in files.items():
+        meta[f"{key}_bytes"] = file.size
+        meta[f"{key}_sha256"] = file.sha256
+    save_checkpoint(out / CHECKPOINT_DIR, round=done, state=env.get_state(), meta=meta)
 
 
 def _mismatch(out: Path, run: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:

@@ -37,12 +37,14 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def _assert_same_metrics(run: Path, reference: Path) -> None:
-    """metrics.csv of `run` equals the reference byte for byte (else show the first diff)."""
-    got, want = (run / "metrics.csv").read_bytes(), (reference / "metrics.csv").read_bytes()
-    if got != want:
-        pairs = zip(got.splitlines(), want.splitlines(), strict=False)
-        first = next(((i, a, b) for i, (a, b) in enumerate(pairs) if a != b), None)
-        pytest.fail(f"metrics.csv differs ({len(got)} vs {len(want)} bytes); first diff {first}")
+    """metrics.csv and people.csv of `run` equal the reference's byte for byte (else show
+    the first diff)."""
+    for name in ("metrics.csv", "people.csv"):
+        got, want = (run / name).read_bytes(), (reference / name).read_bytes()
+        if got != want:
+            pairs = zip(got.splitlines(), want.splitlines(), strict=False)
+            first = next(((i, a, b) for i, (a, b) in enumerate(pairs) if a != b), None)
+            pytest.fail(f"{name} differs ({len(got)} vs {len(want)} bytes); first diff {first}")
 
 
 def _assert_one_error_line(err: str, *fragments: str) -> None:
@@ -72,6 +74,7 @@ def _lines_per_round(reference: Path) -> int:
 def test_run_writes_the_contract_files(reference):
     assert {p.name for p in reference.iterdir()} >= {
         "metrics.csv",
+        "people.csv",
         "summary.json",
         "scenario.yaml",
         "checkpoint",
@@ -95,9 +98,21 @@ def test_run_writes_the_contract_files(reference):
 def test_same_command_twice_gives_identical_metrics(tmp_path, reference, capsys):
     out = tmp_path / "again"
     status, stdout, stderr = _cli(capsys, *_run_argv(out))
-    assert status == 0 and f"{out / 'metrics.csv'} ({ROUNDS} rounds, seed 0)" in stdout
+    assert status == 0 and f"{out / 'people.csv'} ({ROUNDS} rounds, seed 0)" in stdout
     assert stderr == ""  # no progress bar when stderr is not a terminal
     _assert_same_metrics(out, reference)
+
+
+def test_people_features_flag(tmp_path, reference):
+    out = tmp_path / "features"
+    assert main([*_run_argv(out, 2), "--people-features", "-q"]) == 0
+    header = (out / "people.csv").read_text().splitlines()[0].split(",")
+    plain = (reference / "people.csv").read_text().splitlines()[0].split(",")
+    assert header[: len(plain)] == plain
+    assert header[len(plain) :] == [
+        *(f"feature_{f}" for f in ("gpa", "test_score", "study_hours", "extracurriculars")),
+        *(f"reported_{f}" for f in ("gpa", "test_score", "study_hours", "extracurriculars")),
+    ]
 
 
 def test_default_output_directory(tmp_path, monkeypatch, capsys):

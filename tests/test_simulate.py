@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from recourse_sim.errors import CheckpointError, ConfigError
-from recourse_sim.simulate import LEADING_COLUMNS, read_metrics, simulate
+from recourse_sim.simulate import LEADING_COLUMNS, read_metrics, read_people, simulate
 
 # `recourse_sim.simulate` the attribute is the function; the module is needed to patch it.
 simulate_module = importlib.import_module("recourse_sim.simulate")
@@ -105,6 +105,20 @@ class FakeEnv(gymnasium.Env):
         obs = self.theta.copy()
         return obs, 0.0, False, False, {"metrics": rows}
 
+    def people(self, features: bool = False) -> dict:
+        """The last round's people: a few columns of the real env's people.csv."""
+        n = self.scenario.size
+        columns = {
+            "round": np.full(n, self.t),
+            "person": np.arange(n) + n * (self.t - 1),
+            "group": np.where(np.arange(n) % 2, "B", "A").astype(object),
+            "favourable": np.arange(n) % 3 == 0,
+            "cost": np.linspace(-1.0, 1.0, n) * self.theta[0],
+        }
+        if features:
+            columns["feature_x"] = np.full(n, self.theta[1])
+        return columns
+
     def get_state(self) -> dict:
         return {
             "t": self.t,
@@ -161,7 +175,8 @@ def test_same_seed_same_table_and_file(tmp_path):
     b, out_b = _run(tmp_path, "b", seed=3)
     c, _ = _run(tmp_path, "c", seed=4)
     pd.testing.assert_frame_equal(a, b)
-    assert (out_a / "metrics.csv").read_bytes() == (out_b / "metrics.csv").read_bytes()
+    for name in ("metrics.csv", "people.csv"):
+        assert (out_a / name).read_bytes() == (out_b / name).read_bytes()
     assert not a.equals(c)
     # The in-memory run (no out) returns the same table.
     pd.testing.assert_frame_equal(a, simulate(FakeScenario(), seed=3))
@@ -172,9 +187,13 @@ def test_output_files(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [
         "checkpoint",
         "metrics.csv",
+        "people.csv",
         "scenario.yaml",
         "summary.json",
     ]
+    people = (out / "people.csv").read_text().splitlines()
+    assert people[0] == "round,person,group,favourable,cost"
+    assert len(people) == 1 + 3 * FakeScenario().size and "nan" not in people[1]
     # The resolved scenario carries the horizon of this run.
     assert (out / "scenario.yaml").read_text() == FakeScenario(rounds=3).to_yaml()
     text = (out / "metrics.csv").read_text()
@@ -224,12 +243,15 @@ def test_a_metric_appearing_later_is_a_bug_not_a_new_column():
 
 @pytest.mark.parametrize("crash_at", [1, 2, 4, 6])
 def test_resume_after_crash_equals_uninterrupted(tmp_path, crash_at):
-    reference, ref_out = _run(tmp_path, "ref", seed=5)
+    (reference, ref_people), ref_out = _run(tmp_path, "ref", seed=5, people=True)
     out = _crash(tmp_path, "run", crash_at, seed=5)
     assert not (out / "summary.json").exists()
-    resumed, _ = _run(tmp_path, "run", seed=5, resume=True)
-    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+    (resumed, people), _ = _run(tmp_path, "run", seed=5, resume=True, people=True)
+    for name in ("metrics.csv", "people.csv"):
+        assert (out / name).read_bytes() == (ref_out / name).read_bytes()
     pd.testing.assert_frame_equal(resumed, reference)
+    pd.testing.assert_frame_equal(people, ref_people)
+    pd.testing.assert_frame_equal(read_people(out), ref_people)
     assert json.loads((out / "summary.json").read_text())["resumed"] is True
 
 
@@ -244,8 +266,11 @@ def test_resume_drops_a_torn_line_and_an_uncheckpointed_round(tmp_path):
     shutil.copytree(saved, out / "checkpoint")
     with open(out / "metrics.csv", "ab") as f:
         f.write(b"5,A,0.51")
+    with open(out / "people.csv", "ab") as f:
+        f.write(b"5,201,B,Fal")
     resumed, _ = _run(tmp_path, "run", seed=5, resume=True)
-    assert (out / "metrics.csv").read_bytes() == (ref_out / "metrics.csv").read_bytes()
+    for name in ("metrics.csv", "people.csv"):
+        assert (out / name).read_bytes() == (ref_out / name).read_bytes()
     pd.testing.assert_frame_equal(resumed, reference)
 
 
@@ -300,12 +325,23 @@ def test_resume_refuses_a_corrupt_checkpoint(tmp_path):
         _run(tmp_path, "run", resume=True)
 
 
-def test_resume_refuses_metrics_that_lost_checkpointed_rows(tmp_path):
+@pytest.mark.parametrize("name", ["metrics.csv", "people.csv"])
+def test_resume_refuses_run_files_that_lost_checkpointed_rows(tmp_path, name):
     out = _crash(tmp_path, "run", crash_at=4)
-    metrics = out / "metrics.csv"
-    metrics.write_bytes(metrics.read_bytes()[:-20])
-    with pytest.raises(CheckpointError, match=r"metrics.csv does not hold the rows"):
+    path = out / name
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(CheckpointError, match=rf"{name} does not hold the rows"):
         _run(tmp_path, "run", resume=True)
+
+
+def test_people_table_with_features_and_a_resume_that_changes_the_flag(tmp_path):
+    (_, people), out = _run(tmp_path, "run", seed=1, rounds=2, people=True, people_features=True)
+    assert list(people.columns) == ["round", "person", "group", "favourable", "cost", "feature_x"]
+    assert pd.api.types.is_string_dtype(people["group"]) and people["favourable"].dtype == bool
+    assert people["cost"].dtype == np.float64 and people["feature_x"].dtype == np.float64
+    pd.testing.assert_frame_equal(read_people(out), people)
+    with pytest.raises(ConfigError, match="with different settings"):
+        _run(tmp_path, "run", seed=1, rounds=3, resume=True)  # without the features
 
 
 def test_progress_bar_only_when_asked(capsys):

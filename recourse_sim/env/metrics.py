@@ -1,36 +1,98 @@
-"""Per-round metrics, computed from a compact record of the round.
+"""Per-round metrics and per-person rows, computed from a compact record of the round.
 
-The environment keeps, for each round, one `RoundRecord` (who got which decision
-before and after recourse, who sought recourse at what cost, the true outcomes, the
-model's predictions, and a few scalars); `round_metrics` turns it into tidy rows: one
-per group, one for the query group (``group == "query"``) and one for everyone
-(``group == "all"``). Any further metric can be computed from the same record.
+The environment keeps, for each round, one `RoundRecord` (who applied, who got which
+decision before and after recourse, who sought recourse at what cost, the true outcomes,
+the model's scores, who arrived and who leaves, and a few scalars); `round_metrics`
+turns it into tidy rows (``metrics.csv``): one per group, one for the query group
+(``group == "query"``) and one for everyone (``group == "all"``); `people_columns`
+into one row per person (``people.csv``). Any further metric can be computed from the
+same record. This page documents every column of both files.
 
-Columns of every row:
+## metrics.csv
 
-``round``                     round number (1 = the first round)
-``group``                     group name, ``query`` or ``all``
-``n``                         people in the group this round
-``acceptance_rate``           share given the favourable decision (after recourse)
-``acceptance_rate_before``    share given it before individual recourse
-``n_seekers``                 people who sought individual recourse
-``recourse_success_rate``     share of seekers given the favourable decision (0 if none)
-``mean_cost``                 mean cost of the seekers' changes (0 if none)
-``true_outcome_rate``         share whose true outcome is favourable (success, repayment)
-``model_accuracy``            share whose model prediction equals the true outcome
+Every row (each group, ``query``, ``all``) has:
+
+- ``round``: round number (1 = the first round)
+- ``group``: group name, ``query`` or ``all``
+- ``n``: people applying this round
+- ``acceptance_rate``: share given the favourable decision (the final one, after
+  recourse)
+- ``acceptance_rate_before``: share given it on the reports they applied with, before
+  this round's individual recourse
+- ``n_seekers``: people whose application used recourse: they changed their reports this
+  round and were decided again (``reapply: same_round``), or apply with the reports
+  their recourse moved last round (``next_round``)
+- ``recourse_success_rate``: share of the seekers given the favourable decision (0 if
+  none)
+- ``mean_cost``: mean cost of the seekers' changes (cost units; 0 if none)
+- ``true_outcome_rate``: share whose true outcome is favourable (success, repayment), at
+  their true features after this round's recourse
+- ``model_accuracy``: share whose final decision agrees with their true outcome:
+  favourable decision and favourable outcome, or neither. In multiclass worlds
+  (``oar_iris``, ``oar_digits``) it is the accuracy of the favourable-vs-rest decision,
+  not of the predicted class (``class_accuracy``)
+- ``approved_favourable_rate``: share of those given the favourable decision whose true
+  outcome is favourable (a lender: one minus the default rate of its loans; empty if
+  nobody was approved)
+- ``newcomers``: applicants who arrived this round (with a fresh cohort: everyone)
+- ``leavers``: applicants who leave the pool after this round: given the favourable
+  decision (unless they return later) or at the end of their stay (``max_rounds``)
+- ``pool_size``: people in the pool this round: the applicants and those away
+  (``return_after``)
+- ``mean_time_to_favourable``: mean rounds from arrival (or return) to the favourable
+  decision of those given it this round (0: on arrival; empty if nobody)
+- ``mean_failed_attempts``: mean failed recourse attempts (applications with recourse
+  that were turned down) of the leavers, over their stay (empty if nobody leaves)
+- ``recourse_reliability``: of the people whose recourse last round got (``same_round``)
+  or reached (``next_round``) the favourable decision of last round, the share whose
+  changed reports the decision rule of this round favours (the people still applying as
+  they are decided; those who left as they would be, capacity at this round's cut-off
+  score); empty in round 1 and when nobody's recourse succeeded
 
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
-mean credit score after the round). The ``all`` row adds ``disparity`` (largest minus
-smallest group acceptance rate), ``dissimilarity_index`` (two groups: ½ Σ over the two
-decisions of |share of group 1 − share of group 2|; school: segregation across H1/H2),
-``model_shift`` (‖θₜ − θ₀‖ of the model that decided this round), the collectives'
-``collective_participants`` and ``collective_mean_cost``, ``query_success_next`` (share
-of this round's query group the updated model gives its goal) and ``reward``. Under the
-``pare`` decision rule it also has ``decision_threshold`` (the threshold deployed this
-round), ``pare_upper`` (τ̂, the largest threshold the bank's calibration certified) and
-``has_recourse_rate`` (share of the round's honest reports that have recourse at the
-threshold: favoured as they are or after the linear δ* within the bank's budget — the
-rate PARE guarantees to be ≥ 1 − ε with probability ≥ 1 − α).
+mean credit score after the round, FICO points).
+
+The ``all`` row adds:
+
+- ``auc``: area under the ROC curve of the model's P(favourable) on the final reports
+  against the true favourable outcome (empty if everyone's outcome is the same)
+- ``class_accuracy``: multiclass worlds only: share whose most probable class is their
+  true class
+- ``disparity``: largest minus smallest group acceptance rate
+- ``dissimilarity_index``: two groups: ½ Σ over the two decisions of |share of group 1 −
+  share of group 2| (school: segregation across H1/H2); else 0
+- ``model_shift``: ‖θₜ − θ₀‖ of the model that decided this round
+- ``collective_participants``: people who perturbed training reports in a collective
+- ``collective_mean_cost``: their mean cost (cost units; 0 if none)
+- ``query_success_next``: share of this round's query group the updated model gives its
+  goal
+- ``reward``: the environment's reward
+- ``decision_threshold``: ``pare`` rule only: the threshold deployed this round
+- ``pare_upper``: ``pare`` rule only: τ̂, the largest threshold the bank's calibration
+  certified
+- ``has_recourse_rate``: ``pare`` rule only: share of the round's applications that have
+  recourse at the threshold (favoured as they are or after the linear δ* within the
+  bank's budget): the rate PARE guarantees to be ≥ 1 − ε with probability ≥ 1 − α
+
+## people.csv
+
+One row per applicant per round, in person order:
+
+- ``round``: round number
+- ``person``: the person's id: stable across rounds, assigned in order of arrival
+- ``group``: group name (``all`` in a world without groups)
+- ``arrived``: round the person arrived (``arrived == round``: a newcomer)
+- ``favourable_before``: the decision on the reports they applied with
+- ``favourable``: the final decision
+- ``tried``: their application used recourse (as ``n_seekers``)
+- ``cost``: the cost of that recourse (0 if not tried)
+- ``true_favourable``: their true outcome is favourable
+- ``score``: the model's P(favourable) on their final reports
+- ``leaves``: they leave the pool after this round
+
+and, when asked for (``recourse-sim run --people-features``), for every feature f:
+``feature_<f>``, its true value at the start of the round (for a newcomer, as drawn), and
+``reported_<f>``, the final report the decision was made on.
 """
 
 from __future__ import annotations
@@ -39,20 +101,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+__all__ = ["PEOPLE_COLUMNS", "RoundRecord", "people_columns", "round_metrics"]
+
+PEOPLE_COLUMNS = (
+    "round",
+    "person",
+    "group",
+    "arrived",
+    "favourable_before",
+    "favourable",
+    "tried",
+    "cost",
+    "true_favourable",
+    "score",
+    "leaves",
+)
+"""The columns of ``people.csv`` (without the optional feature columns), in order."""
+
 
 @dataclass
 class RoundRecord:
-    """What happened to each person in one round (arrays of length n) plus scalars."""
+    """What happened to each of the n applicants of one round, plus scalars.
+
+    Arrays of length n unless said otherwise; ``pool_*`` describe everyone in the pool
+    during the round (m people: the applicants and those away), ``holder_*`` the h
+    people whose recourse last round succeeded (`recourse_reliability`).
+    """
 
     round: int
     group: np.ndarray  # int64 group codes
     query: np.ndarray  # bool: member of the query group
-    favourable_before: np.ndarray  # bool: decision before individual recourse
+    favourable_before: np.ndarray  # bool: decision on the reports they applied with
     favourable: np.ndarray  # bool: final decision
-    tried: np.ndarray  # bool: sought individual recourse
-    cost: np.ndarray  # float: cost of their change (0 for the others)
+    tried: np.ndarray  # bool: the application used recourse
+    cost: np.ndarray  # float: cost of that recourse (0 for the others)
     true_favourable: np.ndarray  # bool: true outcome is the favourable one
-    correct: np.ndarray  # bool: model prediction equals the true outcome
+    score: np.ndarray  # float: P(favourable) of the final reports
     model_shift: float
     collective_participants: int
     collective_mean_cost: float
@@ -63,6 +147,37 @@ class RoundRecord:
     # decision-rule statistics for the "all" row (pare: decision_threshold, pare_upper,
     # has_recourse_rate); empty for the other rules
     decision_stats: dict[str, float] = field(default_factory=dict)
+    class_correct: np.ndarray | None = None  # bool, multiclass worlds: argmax == true class
+    person: np.ndarray | None = None  # int64 ids (None: 0..n-1)
+    arrived: np.ndarray | None = None  # int64 round of arrival (None: this round)
+    waited: np.ndarray | None = None  # int64 rounds since arrival or return (None: 0)
+    failed: np.ndarray | None = None  # int64 failed recourse attempts, this round's included
+    leaving: np.ndarray | None = None  # bool: leaves the pool after the round (None: all)
+    pool_group: np.ndarray | None = None  # (m,) int64 (None: the applicants)
+    pool_query: np.ndarray | None = None  # (m,) bool
+    holder_group: np.ndarray | None = None  # (h,) int64 (None: nobody)
+    holder_query: np.ndarray | None = None  # (h,) bool
+    holder_favoured: np.ndarray | None = None  # (h,) bool: favoured by this round's rule
+    X: np.ndarray | None = None  # (n, d) true features at the start of the round
+    report: np.ndarray | None = None  # (n, d) final reports
+
+    def __post_init__(self) -> None:
+        n = len(self.group)
+        defaults = {
+            "person": np.arange(n, dtype=np.int64),
+            "arrived": np.full(n, self.round, np.int64),
+            "waited": np.zeros(n, np.int64),
+            "failed": np.zeros(n, np.int64),
+            "leaving": np.ones(n, bool),
+            "pool_group": self.group,
+            "pool_query": self.query,
+            "holder_group": np.zeros(0, np.int64),
+            "holder_query": np.zeros(0, bool),
+            "holder_favoured": np.zeros(0, bool),
+        }
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
 
 
 def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
@@ -77,6 +192,9 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
                 row[key] = float(values[j])
         rows.append(row)
     everyone = rows[-1]
+    everyone["auc"] = _auc(r.score, r.true_favourable)
+    if r.class_correct is not None:
+        everyone["class_accuracy"] = _share(int(np.count_nonzero(r.class_correct)), len(r.group))
     present = [row["acceptance_rate"] for row in rows[:G] if row["n"] > 0]
     everyone["disparity"] = float(max(present) - min(present)) if len(present) > 1 else 0.0
     everyone["dissimilarity_index"] = _dissimilarity(rows[:G])
@@ -92,30 +210,51 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int]]:
+def _membership(group: np.ndarray, query: np.ndarray, n_groups: int) -> np.ndarray:
+    """(n_groups + 2, n) 0/1 rows: each group, the query group, everyone."""
+    member = np.empty((n_groups + 2, len(group)))
+    member[:n_groups] = group == np.arange(n_groups)[:, None]
+    member[n_groups] = query
+    member[n_groups + 1] = 1.0
+    return member
+
+
+def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | None]]:
     """The rates of each group, the query group and everyone, in that order.
 
-    Every count (people, the favourable, the seekers, ...) of every set comes from one
-    product of the people's flags with their set memberships (sums of 0/1, exact in
-    float64); a rate is then count / count, as the mean of a flag would give it.
+    Every count (people, the favourable, the seekers, ...) and every sum of whole
+    numbers (rounds waited, failed attempts) of every set comes from one product of
+    the people's values with their set memberships (sums of integers, exact in float64);
+    a rate is then count / count, as the mean of a flag would give it.
     """
     n = len(r.group)
-    member = np.empty((n_groups + 2, n))
-    member[:n_groups] = r.group == np.arange(n_groups)[:, None]
-    member[n_groups] = r.query
-    member[n_groups + 1] = 1.0
-    flags = np.empty((7, n))
-    flags[0] = 1.0
-    for i, flag in enumerate(
-        (r.favourable, r.favourable_before, r.true_favourable, r.correct, r.tried)
-    ):
-        flags[i + 1] = flag
-    flags[6] = r.tried & r.favourable
-    counts = (member @ flags.T).astype(np.int64).tolist()
+    member = _membership(r.group, r.query, n_groups)
+    fav, true_fav, tried, leaving = r.favourable, r.true_favourable, r.tried, r.leaving
+    values = np.empty((12, n))
+    values[0] = 1.0
+    values[1] = fav
+    values[2] = r.favourable_before
+    values[3] = true_fav
+    values[4] = fav == true_fav
+    values[5] = tried
+    values[6] = tried & fav
+    values[7] = fav & true_fav
+    values[8] = r.arrived == r.round
+    values[9] = leaving
+    values[10] = np.where(fav, r.waited, 0)
+    values[11] = np.where(leaving, r.failed, 0)
+    counts = (member @ values.T).astype(np.int64).tolist()
+    pool = _membership(r.pool_group, r.pool_query, n_groups).sum(1).astype(np.int64).tolist()
+    holders = _membership(r.holder_group, r.holder_query, n_groups)
+    held = (holders @ np.stack([np.ones(len(r.holder_favoured)), r.holder_favoured]).T).astype(
+        np.int64
+    )
     # the seekers' costs, summed over exactly the rows (and in the order) of a mask
-    cost, group, query = r.cost[r.tried], r.group[r.tried], r.query[r.tried]
+    cost, group, query = r.cost[tried], r.group[tried], r.query[tried]
     out = []
-    for j, (size, fav, fav_before, true_fav, correct, seekers, seekers_fav) in enumerate(counts):
+    for j, row in enumerate(counts):
+        size, n_fav, fav_before, n_true, correct, seekers, seekers_fav = row[:7]
+        fav_true, new, leavers, waited, failed = row[7:12]
         if seekers == 0:
             mean_cost = 0.0
         else:
@@ -124,13 +263,20 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int]]:
         out.append(
             {
                 "n": size,
-                "acceptance_rate": _share(fav, size),
+                "acceptance_rate": _share(n_fav, size),
                 "acceptance_rate_before": _share(fav_before, size),
                 "n_seekers": seekers,
                 "recourse_success_rate": _share(seekers_fav, seekers),
                 "mean_cost": mean_cost,
-                "true_outcome_rate": _share(true_fav, size),
+                "true_outcome_rate": _share(n_true, size),
                 "model_accuracy": _share(correct, size),
+                "approved_favourable_rate": _ratio(fav_true, n_fav),
+                "newcomers": new,
+                "leavers": leavers,
+                "pool_size": pool[j],
+                "mean_time_to_favourable": _ratio(waited, n_fav),
+                "mean_failed_attempts": _ratio(failed, leavers),
+                "recourse_reliability": _ratio(int(held[j, 1]), int(held[j, 0])),
             }
         )
     return out
@@ -141,6 +287,28 @@ def _share(count: int, n: int) -> float:
     return count / n if n else 0.0
 
 
+def _ratio(total: int, n: int) -> float | None:
+    """total / n, or None (an empty cell) where nobody is counted. (None, not NaN: the
+    rows are in each step's info, and equal infos must compare equal.)"""
+    return total / n if n else None
+
+
+def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
+    """Area under the ROC curve of `score` for `positive`: the share of (positive,
+    negative) pairs the score orders rightly, ties counted half (Mann-Whitney); None
+    without both classes."""
+    n_pos = int(np.count_nonzero(positive))
+    n_neg = len(score) - n_pos
+    if not n_pos or not n_neg:
+        return None
+    # per distinct score, in increasing order: positives and negatives holding it
+    _, index = np.unique(score, return_inverse=True)
+    pos = np.bincount(index, weights=positive)
+    neg = np.bincount(index) - pos
+    below = np.cumsum(neg) - neg  # negatives scored lower than each distinct score
+    return float((pos @ (below + 0.5 * neg)) / (n_pos * n_neg))
+
+
 def _dissimilarity(group_rows: list[dict]) -> float:
     """Duncan's dissimilarity index of two groups over the two decisions (0 = even mix),
     from the groups' rows (0 unless exactly two groups have people)."""
@@ -149,3 +317,34 @@ def _dissimilarity(group_rows: list[dict]) -> float:
         return 0.0
     share_a, share_b = (row["acceptance_rate"] for row in present)
     return float(0.5 * (abs(share_a - share_b) + abs((1 - share_a) - (1 - share_b))))
+
+
+def people_columns(
+    r: RoundRecord,
+    group_labels: tuple[str, ...],
+    feature_names: tuple[str, ...] | None = None,
+) -> dict[str, np.ndarray]:
+    """The rows of ``people.csv`` for one round, column by column (`PEOPLE_COLUMNS`;
+    with `feature_names`, then ``feature_<f>`` and ``reported_<f>`` for each feature)."""
+    n = len(r.group)
+    labels = np.array(group_labels or ("all",), dtype=object)
+    columns: dict[str, np.ndarray] = {
+        "round": np.full(n, r.round, np.int64),
+        "person": r.person,
+        "group": labels[np.minimum(r.group, len(labels) - 1)],
+        "arrived": r.arrived,
+        "favourable_before": r.favourable_before,
+        "favourable": r.favourable,
+        "tried": r.tried,
+        "cost": r.cost,
+        "true_favourable": r.true_favourable,
+        "score": r.score,
+        "leaves": r.leaving,
+    }
+    if feature_names is not None:
+        assert r.X is not None and r.report is not None
+        for j, name in enumerate(feature_names):
+            columns[f"feature_{name}"] = r.X[:, j]
+        for j, name in enumerate(feature_names):
+            columns[f"reported_{name}"] = r.report[:, j]
+    return columns

@@ -12,8 +12,9 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from recourse_sim.agents.social import recruit
-from recourse_sim.agents.strategies import Strategy, make_strategy
-from recourse_sim.env.metrics import RoundRecord, round_metrics
+from recourse_sim.agents.strategies import Strategy, adapt, make_strategy
+from recourse_sim.env.metrics import RoundRecord, people_columns, round_metrics
+from recourse_sim.env.pool import Pool, pool_rules
 from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -50,18 +51,28 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     One `step` is one round:
 
-    1. **Cohort** — the round's people were drawn at the end of the previous round (or
-       at reset): true features, group, query membership, outcome noise.
-    2. **Decision** — the learner decides on the honest reports. Under ``decision.rule:
+    1. **Cohort** — the round's applicants, assembled at the end of the previous round
+       (or at reset) from the world's pool of people (`recourse_sim.env.pool`): those
+       who stay (rejected people apply again with the reports and true features their
+       recourse left them; with ``return_after``, favoured people come back) and the
+       newcomers (true features, group, query membership, outcome noise, effort
+       quantile). A world without ``people`` draws a fresh cohort; FICO's applicants
+       all stay. Each person has a stable id.
+    2. **Decision** — the learner decides on the reports people apply with (a
+       newcomer's are honest). ``capacity`` gives the ``places`` (or the share
+       ``capacity``) highest scores a place, ties to the earlier arrival. Under ``decision.rule:
        pare`` the threshold is min(decision.threshold, τ̂), τ̂ Ross et al.'s PARE bound
        recomputed for the current model each round on a calibration sample of honest
        reports (never outcomes); a learner with ``recourse_loss_weight`` λ > 0 is fit
        and updated with their recourse loss over the scenario's actionable set.
     3. **Individual recourse** — rejected members of ``individual`` and ``genre``
        populations move their own reports within their action set (PGD, Wachter or
-       linear; or the best of a few GenRe samples); changes to
-       *causal* features also change their true features, changes to *proxy*
-       features are gaming. Everyone is decided again on the final reports.
+       linear; or the best of a few GenRe samples), as far as their population's
+       behaviour takes them (``move``: a share of the way; ``tolerance``: each person's
+       own effort limit; α: whether they act at all); changes to *causal* features also
+       change their true features, changes to *proxy* features are gaming. With
+       ``reapply: same_round`` everyone is decided again on the final reports; with
+       ``next_round`` the changes take effect when the person applies next round.
     4. **Outcomes** — true outcomes follow the true features; metrics are recorded.
     5. **Collective recourse** — the training rows (only approved people's if labels
        are selective) are the reports of this round; members of each collective who
@@ -69,8 +80,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
        by OAR against the learner's own update rule (``collective_oar``, optional
        look-ahead horizon) or by the action (``controlled``).
     6. **Update** — the learner applies its online rule to the (perturbed) training
-       rows; persistent worlds move on (lending: +repay_gain / −default_loss to the
-       score of each approved applicant); the next cohort is drawn.
+       rows (``frozen``: none); the world's consequences follow (lending: +repay_gain /
+       −default_loss to the score of each approved applicant); people given the
+       favourable decision leave (or go away for ``return_after`` rounds), those at the
+       end of their stay (``max_rounds``) too, and the newcomers arrive: the next
+       cohort.
 
     ## Action Space
 
@@ -122,7 +136,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Episode End
 
-    Never terminated; truncated after ``scenario.rounds`` rounds.
+    Truncated after ``scenario.rounds`` rounds; terminated early only when the pool is
+    empty and nobody will arrive (``people.newcomers: 0``).
 
     ## Info
 
@@ -130,7 +145,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     (see `recourse_sim.env.metrics`); ``info["rewards"]``: the reward's components;
     ``info["collectives"]``: per collective population, its ``participants``, their mean
     ``cost`` and the ``query_success`` of the query group it acts for; ``info["round"]``:
-    rounds done.
+    rounds done. ``people()`` gives the round's applicants as the rows of ``people.csv``
+    (person ids, decisions, recourse, true outcomes, scores; optionally features).
 
     ## Arguments
 
@@ -158,6 +174,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
+    * v1, later revision (same IDs): draws come from named streams (common random
+      numbers; a seed's rollouts differ from the first v1's), people persist in a pool,
+      ``model_accuracy`` is measured under the decision rule, checkpoint state version 2.
     * v1: ``SchoolAssignment-v1`` and ``Lending-v1`` are the controlled scenarios
       (``school_assignment_controlled``, ``lending_fico_controlled``): the action drives
       their collective. ``import recourse_sim`` registers every ID.
@@ -214,6 +233,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "each its own agent: recourse_sim.env.multi.RecourseParallelEnv)"
             )
         self._controlled = controlled[0] if controlled else None
+        self._pool_rules = pool_rules(self.world)
         self._stream_names = (
             WORLD,
             LEARNER,
@@ -319,7 +339,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if spec.calibration == "fresh":
             X_cal = self.world.newcomers(self.world.cohort_size, self._streams[DECISION]).X
         else:
-            X_cal = cohort.X
+            X_cal = cohort.report
         with warnings.catch_warnings():
             # too few rows is a load-time error (scenarios.pare_min_calibration); nothing
             # else warns
@@ -381,7 +401,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
         self._theta0 = self.learner.param_vector()
         self._round = 0
-        self._cohort = self.world.draw(world_rng)
+        self._pool = Pool(self._pool_rules)
+        self._cohort = self._pool.start(self.world, world_rng)
+        self._holders = _no_holders(self.n_features)
+        self._last_record = None
         if self.scenario.decision.rule == "pare":
             self._pare = self._pare_threshold(self._cohort)
         G = len(self.group_labels)
@@ -394,7 +417,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._observation(), {"round": 0, "scenario": self.scenario.name}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self._cohort is None or self._round >= self.scenario.rounds:
+        if self._cohort is None or self._round >= self.scenario.rounds or self._pool.empty:
             raise ResetNeeded("call reset() before step() (and after the episode ends)")
         action = np.asarray(action, dtype=np.float64)
         if action.size != int(np.prod(self.action_space.shape)):
@@ -413,35 +436,55 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         learner, c = self.learner, self._cohort
         assert c is not None
         fav_class = self.favourable
+        n = len(c.group)
 
-        # 2. decision on honest reports (the last observation's, same model and cohort)
+        # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
-        X_rep, X_true = c.X.copy(), c.X.copy()
+        cut = self._capacity_cut(honest_proba, favourable_before)
+        last_holders = self._holders
+        holder_favoured = self._favoured(last_holders, cut)
 
-        # 3. individual recourse by rejected members of individual populations
-        tried = np.zeros(len(X_rep), bool)
-        cost = np.zeros(len(X_rep))
+        # 3. individual recourse by rejected members of individual populations: moves
+        # decided again now (same_round) or carried to next round's application
+        X_rep, X_true = c.report.copy(), c.X.copy()
+        tried, cost = c.moved.copy(), c.move_cost.copy()
+        acted = np.zeros(n, bool)
+        later = np.zeros_like(X_rep)
+        moved, move_cost = np.zeros(n, bool), np.zeros(n)
         for s in self.strategies:
             if s.stage != "decision":
                 continue
-            seekers = ~favourable_before & ~tried & s.select(c.group, c.y0, self.group_labels)
-            res = s.act(learner, X_rep, seekers, fav_class, self._stream_of(s))
-            X_rep += res.delta
-            tried |= res.tried
-            cost = np.where(res.tried, res.cost, cost)
-        if tried.any():
-            change = X_rep - c.X
+            seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
+            res = adapt(s.spec, s.act(learner, X_rep, seekers, fav_class, self._stream_of(s)), c.v)
+            acted |= res.tried
+            if s.spec.reapply == "next_round":
+                later += res.delta
+                moved |= res.tried
+                move_cost = np.where(res.tried, res.cost, move_cost)
+            else:
+                X_rep += res.delta
+                tried |= res.tried
+                cost = np.where(res.tried, res.cost, cost)
+        if (tried & ~c.moved).any():
+            change = X_rep - c.report
             X_true[:, self.causal] += change[:, self.causal]
             changed = (change[:, self.causal] != 0).any(1)
             proba = learner.predict_proba(X_rep)
             favourable = self._decide(proba, c.group)
-        else:  # everyone reported honestly
-            changed = np.zeros(len(X_rep), bool)
+        else:  # nobody changed their reports this round
+            changed = np.zeros(n, bool)
             proba, favourable = honest_proba, favourable_before
+        # whose recourse got (same round) or reached (next round) this round's decision
+        holders = (tried & ~c.moved & favourable) | moved
+        if moved.any():
+            reached = self._favoured(
+                {"report": (X_rep + later)[moved], "group": c.group[moved]}, cut
+            )
+            holders[np.flatnonzero(moved)[~reached]] = False
 
         # 4. outcomes
         y = self.world.outcome(c, X_true, changed)
-        correct = proba.argmax(1) == y
+        true_favourable = y == fav_class
         query = self._query_mask(self.scenario.query, c)
 
         # 5. collective perturbation of the reports that train the next model
@@ -471,7 +514,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             qspec = s.spec.query or self.scenario.query
             qmask = query if qspec is self.scenario.query else self._query_mask(qspec, c)
             action = actions.get(s.population, default)
-            delta = s.act(learner, X_train, y_train, joined, c.X[qmask], qspec.goal, action=action)
+            delta = s.act(
+                learner, X_train, y_train, joined, c.report[qmask], qspec.goal, action=action
+            )
             X_train = X_train + delta
             # the update this collective solved is of exactly these rows, unless a later
             # one changes them
@@ -488,20 +533,28 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         all_costs = np.concatenate(costs) if costs else np.zeros(0)
         collective_cost = float(all_costs.mean()) if all_costs.size else 0.0
 
-        # 6. update, persistent consequences, next cohort
+        # 6. update, what people carry on with, the next round's applicants
         model_shift = float(np.linalg.norm(learner.param_vector() - self._theta0))
         pare_now = dict(self._pare)
         if pare_now:
-            pare_now["has_recourse_rate"] = self._has_recourse_rate(c.X)
+            pare_now["has_recourse_rate"] = self._has_recourse_rate(c.report)
         if len(X_train):
             learner.update(X_train, y_train, start=update_start)
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
-        self.world.after_round(c, X_true, favourable, y)
-        # The next cohort is drawn before the query's success is measured so that a PARE
+        after, failed = self._carry_on(c, X_rep, X_true, y, favourable, tried, later, moved)
+        after.move_cost = move_cost
+        self._holders = {
+            "report": after.report[holders],
+            "group": c.group[holders],
+            "query": query[holders],
+        }
+        # The next applicants come before the query's success is measured so that a PARE
         # threshold can be recalibrated for the updated model first (the success is the
         # next round's, at the next round's threshold); nothing in between draws randomness.
-        next_cohort = self.world.draw(self._streams[WORLD])
+        next_cohort, departures = self._pool.advance(
+            self.world, self._streams[WORLD], self._round + 1, after, favourable
+        )
         if pare_now:
             self._pare = self._pare_threshold(next_cohort)
         query_success = self._query_success(c, query)
@@ -518,15 +571,28 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             favourable=favourable,
             tried=tried,
             cost=cost,
-            true_favourable=y == fav_class,
-            correct=correct,
+            true_favourable=true_favourable,
+            score=proba[:, fav_class],
+            class_correct=proba.argmax(1) == y if self.n_classes > 2 else None,
             model_shift=model_shift,
             collective_participants=int(participants_all.sum()),
             collective_mean_cost=collective_cost,
             query_success_next=query_success,
             reward=reward,
-            group_stats=self.world.group_stats(),
+            group_stats=self.world.group_stats(self._pool.people),
             decision_stats=pare_now,
+            person=c.person,
+            arrived=c.arrived,
+            waited=self._round + 1 - c.since,
+            failed=failed,
+            leaving=departures.leaving,
+            pool_group=departures.pool.group,
+            pool_query=self._query_mask(self.scenario.query, departures.pool),
+            holder_group=last_holders["group"],
+            holder_query=last_holders["query"],
+            holder_favoured=holder_favoured,
+            X=c.X,
+            report=X_rep,
         )
         metrics = round_metrics(record, self.group_labels)
         G = len(self.group_labels)
@@ -536,8 +602,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "query_acceptance": np.array([metrics[G]["acceptance_rate"]]),
         }
         self._last_metrics = metrics
+        self._last_record = record
         self._round += 1
         self._cohort = next_cohort
+        terminated = self._pool.empty
         truncated = self._round >= self.scenario.rounds
         info = {
             "round": self._round,
@@ -549,7 +617,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             },
             "collectives": collectives,
         }
-        return self._observation(), float(reward), False, truncated, info
+        return self._observation(), float(reward), terminated, truncated, info
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
@@ -572,9 +640,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if rule.rule == "argmax":
             return proba.argmax(1) == self.favourable
         if rule.rule == "capacity":
-            # the `places` most probable, ties in row order: the first `places` of a stable
-            # sort of −p, found by a partition (linear time) instead of the sort
-            places = min(round(rule.capacity * len(p)), len(p))
+            # the `places` most probable, ties in row order (applicants are in order of
+            # arrival: the earlier first): the first `places` of a stable sort of −p,
+            # found by a partition (linear time) instead of the sort
+            places = round(rule.capacity * len(p)) if rule.places is None else rule.places
+            places = min(places, len(p))
             if places <= 0:
                 return np.zeros(len(p), bool)
             cut = np.partition(p, len(p) - places)[len(p) - places]
@@ -597,6 +667,72 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if spec.labels is not None:
             mask &= np.isin(c.y0, spec.labels)
         return mask
+
+    def _capacity_cut(self, proba: np.ndarray, favourable: np.ndarray) -> float | None:
+        """Capacity rule: the lowest P(favourable) among those given a place (the
+        round's cut-off score; +inf when nobody got one); None under the other rules."""
+        if self.scenario.decision.rule != "capacity":
+            return None
+        p = proba[favourable, self.favourable]
+        return float(p.min()) if len(p) else np.inf
+
+    def _favoured(self, people: dict[str, np.ndarray], cut: float | None) -> np.ndarray:
+        """Whether the decision rule of this round favours each of `people` (their
+        ``report`` and ``group``), one by one: thresholds as they are, capacity at the
+        round's cut-off score `cut`."""
+        if not len(people["group"]):
+            return np.zeros(0, bool)
+        proba = self.learner.predict_proba(people["report"])
+        if cut is not None:
+            return proba[:, self.favourable] >= cut
+        return self._decide(proba, people["group"])
+
+    def _carry_on(
+        self,
+        c: Cohort,
+        X_rep: np.ndarray,
+        X_true: np.ndarray,
+        y: np.ndarray,
+        favourable: np.ndarray,
+        tried: np.ndarray,
+        later: np.ndarray,
+        moved: np.ndarray,
+    ) -> tuple[Cohort, np.ndarray]:
+        """The round's applicants as they go on (those who stay apply so next round):
+        the true features and reports their recourse left them, moves for the next round
+        included, then the world's consequences (lending: loans move scores, and so the
+        reports of them); their true outcome at those features; their failed recourse
+        attempts (applications with recourse turned down)."""
+        X_next, report = X_true, X_rep
+        y_next = y
+        if moved.any():
+            X_next = X_true.copy()
+            X_next[:, self.causal] += later[:, self.causal]
+            report = X_rep + later
+            changed = (later[:, self.causal] != 0).any(1)
+            if changed.any():
+                y_next = np.where(changed, self.world.outcome(c, X_next, changed), y)
+        X_after = self.world.after_round(c, X_next, favourable, y)
+        if X_after is not X_next:  # what the world changes is real, and reported so
+            report = report + (X_after - X_next)
+        failed = c.failed + (tried & ~favourable)
+        after = Cohort(
+            X=X_after,
+            group=c.group,
+            query=c.query,
+            u=c.u,
+            v=c.v,
+            y0=y_next,
+            rows=c.rows,
+            record=c.record,
+            report=report,
+            person=c.person,
+            arrived=c.arrived,
+            since=c.since,
+            failed=failed,
+            moved=moved,
+        )
+        return after, failed
 
     def _training_rows(
         self, X_rep: np.ndarray, y: np.ndarray, favourable: np.ndarray
@@ -636,7 +772,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             (learner, state, cohort, threshold), proba, favourable = self._kept_decisions
             if learner is key[0] and state is key[1] and cohort is key[2] and threshold == key[3]:
                 return proba, favourable
-        proba = self.learner.predict_proba(c.X)
+        proba = self.learner.predict_proba(c.report)
         favourable = self._decide(proba, c.group)
         favourable.flags.writeable = False
         self._kept_decisions = (key, proba, favourable)
@@ -661,7 +797,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 proba[query, goal].mean(),
                 n_query / len(query),
             ]
-            z = (c.X[query].mean(0) - self._feature_mean) / self._feature_scale
+            z = (c.report[query].mean(0) - self._feature_mean) / self._feature_scale
         else:
             q_stats = [0.0, 0.0, 0.0]
             z = np.zeros(self.n_features)
@@ -678,6 +814,24 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             ]
         ).astype(np.float32)
         return np.clip(obs, self.observation_space.low, self.observation_space.high)
+
+    def group_stats(self) -> dict[str, tuple[np.ndarray, float]]:
+        """The world's statistics of the people in the pool now (lending: ``mean_score``):
+        name -> (per-group values, value for everyone); after a round, the values that
+        round's metrics reported."""
+        if self._cohort is None:
+            raise ResetNeeded("call reset() before group_stats()")
+        return self.world.group_stats(self._pool.people)
+
+    # -- per-person output -------------------------------------------------------------------
+    def people(self, features: bool = False) -> dict[str, np.ndarray]:
+        """The last round's applicants as the rows of ``people.csv``, column by column
+        (`recourse_sim.env.metrics.people_columns`: every column is documented there);
+        `features` adds each feature's true value and final report."""
+        if self._last_record is None:
+            raise ResetNeeded("people() describes the last round: call step() first")
+        names = self.world.features.names if features else None
+        return people_columns(self._last_record, self.group_labels, names)
 
     # -- checkpoints -------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -696,7 +850,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "learner": {k: v.detach().numpy().copy() for k, v in self.learner.state_.items()},
             "learner_seed": int(self._learner_seed),
             "theta0": self._theta0.copy(),
-            "cohort": {k: v.copy() for k, v in self._cohort.arrays().items()},
+            "pool": self._pool.get_state(),
+            "holders": {k: v.copy() for k, v in self._holders.items()},
             "world": _copy_tree(self.world.get_state()),
             "last": {k: v.copy() for k, v in self._last.items()},
             "feature_mean": self._feature_mean.copy(),
@@ -740,7 +895,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self.learner = learner
             self._theta0 = np.array(state["theta0"], dtype=np.float64)
             self._round = int(state["round"])
-            self._cohort = Cohort.from_arrays(state["cohort"])
+            self._pool = Pool(self._pool_rules)
+            self._pool.set_state(_copy_tree(state["pool"]))
+            self._cohort = self._pool.applicants()
+            self._holders = {
+                "report": np.array(state["holders"]["report"], dtype=np.float64),
+                "group": np.array(state["holders"]["group"], dtype=np.int64),
+                "query": np.array(state["holders"]["query"], dtype=bool),
+            }
+            self._last_record = None
             self.world.set_state(_copy_tree(state["world"]))
             self._last = {k: np.array(v, dtype=np.float64) for k, v in state["last"].items()}
             self._feature_mean = np.array(state["feature_mean"], dtype=np.float64)
@@ -768,6 +931,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._last_metrics = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+def _no_holders(d: int) -> dict[str, np.ndarray]:
+    """Nobody whose recourse succeeded last round (round 1)."""
+    return {"report": np.zeros((0, d)), "group": np.zeros(0, np.int64), "query": np.zeros(0, bool)}
 
 
 def _generator(bit_generator_state: dict) -> np.random.Generator:

@@ -1,12 +1,14 @@
 """Worlds: where each round's people, their true features and their true outcomes come from.
 
-A world draws people (true features, group, the world's own query group and two
-uniform numbers per person: ``u`` fixes their outcome noise, ``v`` their effort
-quantile), computes true outcomes from *true* features, and carries whatever persists
-between rounds (lending's credit scores). All randomness comes from the generator
-passed in: the environment's ``world`` stream (`recourse_sim.env.streams`), which
-nothing else draws from, so runs that differ only in strategies or learner settings
-see the same people.
+A world draws people (`World.newcomers`: true features, group, the world's own query
+group and two uniform numbers per person: ``u`` fixes their outcome noise, ``v`` their
+effort quantile), computes true outcomes from *true* features (`World.outcome`) and
+says what a round does to them beyond recourse (`World.after_round`: lending's loans
+move credit scores). Who of them applies each round, who stays and who leaves is the
+pool's business (`recourse_sim.env.pool`, by the world's ``people`` block). All
+randomness comes from the generator passed in: the environment's ``world`` stream
+(`recourse_sim.env.streams`), which nothing else draws from, so runs that differ only
+in strategies or learner settings see the same people.
 
 The uniform ``u`` drawn with each person makes outcomes common random numbers: the
 outcome after someone changes a causal feature differs from the outcome without the
@@ -42,18 +44,61 @@ _FICO_SLOPE = (FICO_MAX - FICO_MIN) / 100.0
 
 @dataclass
 class Cohort:
-    """One round's people. Arrays are owned by the cohort (the env copies before changing)."""
+    """People: a batch of newcomers, a round's applicants or a whole pool (one row each).
 
-    X: np.ndarray  # (n, d) true features at the start of the round (= honest reports)
+    A world fills the first eight fields; the pool (`recourse_sim.env.pool`) fills the
+    rest, which default to a newcomer's (id -1 until assigned, reports = true features).
+    Arrays are owned by the cohort (the env copies before changing).
+    """
+
+    X: np.ndarray  # (n, d) true features at the start of the round
     group: np.ndarray  # (n,) int64 group codes (indices into World.group_labels)
     query: np.ndarray  # (n,) bool: the world's own query group (school: S)
     u: np.ndarray  # (n,) uniforms fixing each person's outcome noise
     v: np.ndarray  # (n,) uniforms fixing each person's effort quantile (tolerance)
-    y0: np.ndarray  # (n,) int64 true outcome if nobody changes anything
-    rows: np.ndarray  # (n,) int64 source rows (tabular) or applicant ids (lending); else arange
+    y0: np.ndarray  # (n,) int64 true outcome at X (if nobody changes anything)
+    rows: np.ndarray  # (n,) int64 source rows (tabular); else arange
     record: np.ndarray  # (n,) int64 label the institution records for training; -1: the outcome
+    report: np.ndarray | None = None  # (n, d) reports they apply with (None: X)
+    person: np.ndarray | None = None  # (n,) int64 stable ids (-1: not yet assigned)
+    arrived: np.ndarray | None = None  # (n,) int64 round of arrival
+    since: np.ndarray | None = None  # (n,) int64 round their current wait began
+    failed: np.ndarray | None = None  # (n,) int64 failed recourse attempts in this wait
+    moved: np.ndarray | None = None  # (n,) bool: apply with reports recourse moved last round
+    move_cost: np.ndarray | None = None  # (n,) cost of that move (0 for the others)
 
-    _FIELDS = ("X", "group", "query", "u", "v", "y0", "rows", "record")
+    _FIELDS = (
+        "X",
+        "group",
+        "query",
+        "u",
+        "v",
+        "y0",
+        "rows",
+        "record",
+        "report",
+        "person",
+        "arrived",
+        "since",
+        "failed",
+        "moved",
+        "move_cost",
+    )
+
+    def __post_init__(self) -> None:
+        n = len(self.group)
+        if self.report is None:
+            self.report = self.X.copy()
+        for name, fill, dtype in (
+            ("person", -1, np.int64),
+            ("arrived", 0, np.int64),
+            ("since", 0, np.int64),
+            ("failed", 0, np.int64),
+            ("moved", False, bool),
+            ("move_cost", 0.0, np.float64),
+        ):
+            if getattr(self, name) is None:
+                setattr(self, name, np.full(n, fill, dtype))
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: getattr(self, k) for k in self._FIELDS}
@@ -61,6 +106,23 @@ class Cohort:
     @classmethod
     def from_arrays(cls, a: dict) -> Cohort:
         return cls(**{k: np.array(a[k], copy=True) for k in cls._FIELDS})
+
+    def take(self, index: np.ndarray | None) -> Cohort:
+        """A copy of the rows `index` (None: all rows)."""
+        if index is None:
+            return Cohort(**{k: v.copy() for k, v in self.arrays().items()})
+        return Cohort(**{k: v[index] for k, v in self.arrays().items()})
+
+    def put(self, index: np.ndarray, rows: Cohort) -> None:
+        """Overwrite rows `index` with the rows of `rows` (in place)."""
+        for k, v in rows.arrays().items():
+            getattr(self, k)[index] = v
+
+    @staticmethod
+    def concat(first: Cohort, second: Cohort) -> Cohort:
+        """The rows of `first`, then those of `second`."""
+        a, b = first.arrays(), second.arrays()
+        return Cohort(**{k: np.concatenate([a[k], b[k]]) for k in a})
 
 
 @dataclass(frozen=True)
@@ -84,10 +146,12 @@ class World(ABC):
     n_classes: int = 2
     favourable: int = 1
 
-    cohort_size: int  # people in a fresh cohort
+    cohort_size: int  # people in a fresh cohort (and the first round's, by default)
+    # every applicant stays and applies every round, each outcome a new event (FICO)
+    persistent_applicants: bool = False
 
     def reset(self, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
-        """Start an episode (persistent state, e.g. lending's applicants)."""
+        """Start an episode (state of the world beyond its people)."""
 
     @abstractmethod
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -97,21 +161,20 @@ class World(ABC):
     def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
         """`n` people drawn afresh (their reports are their true features)."""
 
-    def draw(self, rng: np.random.Generator) -> Cohort:
-        """This round's cohort: a fresh one of `cohort_size` people."""
-        return self.newcomers(self.cohort_size, rng)
-
     @abstractmethod
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         """True outcomes (int64) at true features `X_true`; rows not `changed` keep y0."""
 
-    def after_round(  # noqa: B027 - optional hook
+    def after_round(
         self, cohort: Cohort, X_true: np.ndarray, favourable: np.ndarray, y: np.ndarray
-    ) -> None:
-        """Persistent consequences of a round (lending: scores move)."""
+    ) -> np.ndarray:
+        """The true features the round's people carry on with, given the features
+        `X_true` their recourse left them (lending: a loan moves the score)."""
+        return X_true
 
-    def group_stats(self) -> dict[str, tuple[np.ndarray, float]]:
-        """Extra metrics after a round: name -> (per-group values, value for everyone)."""
+    def group_stats(self, people: Cohort) -> dict[str, tuple[np.ndarray, float]]:
+        """Extra metrics of the people in the pool after a round: name -> (per-group
+        values, value for everyone)."""
         return {}
 
     def get_state(self) -> dict:
@@ -199,7 +262,10 @@ class School(World):
 
 
 class Lending(World):
-    """Liu et al. (2018) lending: persistent applicants whose scores respond to loans."""
+    """Liu et al. (2018) lending: persistent applicants whose scores respond to loans.
+
+    Its ``n_applicants`` people all stay and apply every round (the pool's FICO rules);
+    each loan's repayment is a new event, drawn with fresh outcome noise every round."""
 
     def __init__(self, spec: FicoWorld):
         from recourse_sim.data import load_fico
@@ -222,9 +288,7 @@ class Lending(World):
             upper=np.array([FICO_MAX]),
         )
         self.cohort_size = spec.n_applicants
-        self.group = np.zeros(0, np.int64)
-        self.score = np.zeros(0)
-        self.v = np.zeros(0)
+        self.persistent_applicants = True
 
     def _people(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         group = rng.choice(len(self.shares), size=n, p=self.shares).astype(np.int64)
@@ -241,10 +305,6 @@ class Lending(World):
             mask = group == g
             p[mask] = self.fico.repay_probability(name, transrisk[mask])
         return p
-
-    def reset(self, rng: np.random.Generator) -> None:
-        people = self.newcomers(self.spec.n_applicants, rng)
-        self.group, self.score, self.v = people.group, people.X[:, 0].copy(), people.v
 
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         group, score = self._people(self.spec.history_size, rng)
@@ -265,22 +325,6 @@ class Lending(World):
             record=np.full(n, -1, dtype=np.int64),
         )
 
-    def draw(self, rng: np.random.Generator) -> Cohort:
-        # the persistent applicants; each loan is a new event: fresh outcome noise
-        n = len(self.score)
-        u = rng.random(n)
-        X = self.score[:, None].copy()
-        return Cohort(
-            X=X,
-            group=self.group.copy(),
-            query=np.zeros(n, bool),
-            u=u,
-            v=self.v.copy(),
-            y0=(u < self.repay_probability(self.group, self.score)).astype(np.int64),
-            rows=np.arange(n),
-            record=np.full(n, -1, dtype=np.int64),
-        )
-
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         y = cohort.y0.copy()
         if changed.any():
@@ -290,26 +334,18 @@ class Lending(World):
 
     def after_round(
         self, cohort: Cohort, X_true: np.ndarray, favourable: np.ndarray, y: np.ndarray
-    ) -> None:
+    ) -> np.ndarray:
         # Real (causal) score changes persist; then a loan moves the score (delayed impact).
-        score = X_true[:, 0].copy()
         change = np.where(y == 1, self.spec.repay_gain, -self.spec.default_loss)
-        score = np.where(favourable, score + change, score)
-        self.score[cohort.rows] = np.clip(score, FICO_MIN, FICO_MAX)
+        score = np.where(favourable, X_true[:, 0] + change, X_true[:, 0])
+        return np.clip(score, FICO_MIN, FICO_MAX)[:, None]
 
-    def group_stats(self) -> dict[str, tuple[np.ndarray, float]]:
-        counts = np.bincount(self.group, minlength=len(self.group_labels))
-        sums = np.bincount(self.group, weights=self.score, minlength=len(self.group_labels))
+    def group_stats(self, people: Cohort) -> dict[str, tuple[np.ndarray, float]]:
+        score, G = people.X[:, 0], len(self.group_labels)
+        counts = np.bincount(people.group, minlength=G)
+        sums = np.bincount(people.group, weights=score, minlength=G)
         means = np.divide(sums, counts, out=np.zeros(len(counts)), where=counts > 0)
-        return {"mean_score": (means, float(self.score.mean()))}
-
-    def get_state(self) -> dict:
-        return {"group": self.group.copy(), "score": self.score.copy(), "v": self.v.copy()}
-
-    def set_state(self, state: dict) -> None:
-        self.group = np.array(state["group"], dtype=np.int64)
-        self.score = np.array(state["score"], dtype=np.float64)
-        self.v = np.array(state["v"], dtype=np.float64)
+        return {"mean_score": (means, float(score.mean()) if len(score) else 0.0)}
 
 
 # -- tabular data (bundled datasets and user CSV files) ---------------------------------------

@@ -30,10 +30,14 @@ from recourse_sim.errors import ConfigError, NotFittedError
 
 State = dict[str, torch.Tensor]
 
-UPDATE_RULES = ("refit", "window", "sgd")
+UPDATE_RULES = ("refit", "window", "sgd", "frozen")
 """Online update rules. ``refit``: refit on every row seen so far (memory);
 ``window``: refit on the last ``window`` rounds; ``sgd``: warm-started gradient steps
-on the new round only."""
+on the new round only; ``frozen``: never updated (the update is the identity, so the
+reports it is given cannot move it)."""
+
+MEMORY_RULES = ("refit", "window")
+"""The update rules that remember past rows (``X_mem``, ``y_mem``, ``round_sizes``)."""
 
 
 def as_tensor(a) -> torch.Tensor:

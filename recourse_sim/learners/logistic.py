@@ -12,6 +12,7 @@ from scipy.special import logsumexp, softmax
 from sklearn.exceptions import ConvergenceWarning
 
 from recourse_sim.learners.base import (
+    MEMORY_RULES,
     Learner,
     State,
     check_positive,
@@ -138,10 +139,11 @@ class LogisticRegression(Learner):
     ----------
     C : float
         Inverse regularisation strength (> 0); larger C means weaker regularisation.
-    update_rule : {"refit", "window", "sgd"}
+    update_rule : {"refit", "window", "sgd", "frozen"}
         ``"refit"``: Newton refit on every row seen so far. ``"window"``: Newton refit
         on the last ``window`` rounds (the fit is the first round). ``"sgd"``:
         ``epochs`` warm-started full-batch gradient steps on the new round only.
+        ``"frozen"``: never updated.
     window : int or None
         Rounds kept by the ``"window"`` rule (must be None otherwise).
     epochs : int
@@ -617,7 +619,7 @@ class LogisticRegression(Learner):
         theta0 = torch.zeros((m, X.shape[1] + int(self.fit_intercept)), dtype=torch.float64)
         state = self._unpack(self._solve(theta0, X, y, scaling))
         state.update(scaling)
-        if self.update_rule != "sgd":
+        if self.update_rule in MEMORY_RULES:
             state.update(first_memory(X, y))
         return state
 
@@ -627,6 +629,8 @@ class LogisticRegression(Learner):
     def warm_update_fn(
         self, state: State, X: torch.Tensor, y: torch.Tensor, start: State | None
     ) -> State:
+        if self.update_rule == "frozen":
+            return dict(state)
         if "X_mem" in state and not (torch.is_grad_enabled() and X.requires_grad):
             # no graph to build: the same refit on numpy, where it applies
             refit = self._numpy_refit(state, X, y, start, None)

@@ -14,6 +14,7 @@ from torch.func import functional_call, grad, vjp
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import (
+    MEMORY_RULES,
     Learner,
     State,
     check_positive,
@@ -127,11 +128,12 @@ class MLPClassifier(Learner):
         Width of each hidden layer.
     activation : {"relu", "tanh"}
         Hidden-layer nonlinearity.
-    update_rule : {"sgd", "refit", "window"}
+    update_rule : {"sgd", "refit", "window", "frozen"}
         ``"sgd"``: ``epochs`` warm-started full-batch gradient steps of size ``lr`` on R
         of the new round. ``"refit"``: retrain from the current θ by full-batch L-BFGS
         (at most ``fit_epochs`` iterations, gradient tolerance ``tol``) on every row seen
-        so far. ``"window"``: the same on the last ``window`` rounds.
+        so far. ``"window"``: the same on the last ``window`` rounds. ``"frozen"``:
+        never updated.
     window : int or None
         Rounds kept by the ``"window"`` rule (must be None otherwise).
     epochs : int
@@ -247,7 +249,7 @@ class MLPClassifier(Learner):
             )
         if self.hypergrad not in HYPERGRADS:
             raise ConfigError(f"hypergrad={self.hypergrad!r} is not one of {', '.join(HYPERGRADS)}")
-        if self.update_rule != "sgd" and self.hypergrad != "implicit":
+        if self.update_rule in MEMORY_RULES and self.hypergrad != "implicit":
             raise ConfigError(
                 f"hypergrad={self.hypergrad!r} is not supported with "
                 f"update_rule={self.update_rule!r}; use hypergrad='implicit'"
@@ -350,7 +352,7 @@ class MLPClassifier(Learner):
             u = torch.rand(p.shape, generator=gen, dtype=torch.float64)
             params[name] = (2 * u - 1) * bound
         params = self._adam_fit(params, X, y, gen)
-        if self.update_rule != "sgd":
+        if self.update_rule in MEMORY_RULES:
             params.update(first_memory(X, y))
         return params
 
@@ -420,6 +422,8 @@ class MLPClassifier(Learner):
 
     # -- the update ------------------------------------------------------------------
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
+        if self.update_rule == "frozen":
+            return dict(state)
         params = {k: state[k] for k in self.param_keys}
         X = X.to(torch.float64)
         if "X_mem" in state:  # refit / window: retrain on the remembered rows

@@ -25,10 +25,11 @@ class NearestCentroid(Learner):
 
     Parameters
     ----------
-    update_rule : {"refit", "window"}
+    update_rule : {"refit", "window", "frozen"}
         ``"refit"``: μ_y is the running mean of every row of class y ever seen,
         μ⁺ = (n μ + Σ x) / (n + m). ``"window"``: μ_y is the mean of class y over the
-        last ``window`` rounds (the fit counts as one round). ``"sgd"`` is not defined
+        last ``window`` rounds (the fit counts as one round). ``"frozen"``: μ never
+        changes. ``"sgd"`` is not defined
         for this model (its closed-form refit is exact and cheap) and raises ConfigError.
     window : int or None
         Number of rounds kept by the ``"window"`` rule (must be None otherwise).
@@ -70,6 +71,8 @@ class NearestCentroid(Learner):
             missing = torch.nonzero(counts == 0).flatten().tolist()
             raise ConfigError(f"classes {missing} have no rows in the data given to fit")
         means = sums / counts[:, None]
+        if self.update_rule == "frozen":
+            return {"means": means}
         if self.update_rule == "refit":
             return {"means": means, "counts": counts}
         window_sums = torch.zeros((self.window, k, X.shape[1]), dtype=torch.float64)
@@ -78,6 +81,8 @@ class NearestCentroid(Learner):
         return {"means": means, "window_sums": window_sums, "window_counts": window_counts}
 
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
+        if self.update_rule == "frozen":
+            return dict(state)
         means = state["means"]
         sums, counts = class_sums(X.to(torch.float64), y, means.shape[0])
         if "counts" in state:  # refit with memory: running means

@@ -256,9 +256,10 @@ def test_state_is_a_copy():
     env = _small("lending_fico")
     env.reset(seed=0)
     state = env.get_state()
-    before = state["world"]["score"].copy()
+    before = state["pool"]["people"]["X"].copy()
     env.step(np.zeros(env.action_space.shape, np.float32))
-    assert np.array_equal(state["world"]["score"], before)
+    assert not np.array_equal(env.get_state()["pool"]["people"]["X"], before)  # scores moved
+    assert np.array_equal(state["pool"]["people"]["X"], before)
 
 
 def test_set_state_rejects_another_scenario():
@@ -481,7 +482,7 @@ def test_lending_scores_respond_to_the_decision_rule():
             populations={},
         )
         env.reset(seed=seed)
-        start = env.world.group_stats()["mean_score"][0][1]
+        start = env.group_stats()["mean_score"][0][1]
         for _ in range(3):
             rows = env.step(np.zeros(env.action_space.shape, np.float32))[4]["metrics"]
         return next(r["mean_score"] for r in rows if r["group"] == "black") - start

@@ -8,11 +8,16 @@ import pytest
 from recourse_sim.env.metrics import RoundRecord, round_metrics
 
 
-def _plain_rates(r: RoundRecord, mask: np.ndarray) -> dict:
+def _plain_rates(r: RoundRecord, mask: np.ndarray, pool: np.ndarray, held: np.ndarray) -> dict:
     def mean(values, where):
         return float(values[where].mean()) if where.any() else 0.0
 
+    def ratio(values, where):  # undefined (None) over nobody
+        return float(values[where].mean()) if where.any() else None
+
     seekers = mask & r.tried
+    favoured = mask & r.favourable
+    leaving = mask & r.leaving
     return {
         "n": int(mask.sum()),
         "acceptance_rate": mean(r.favourable, mask),
@@ -21,19 +26,46 @@ def _plain_rates(r: RoundRecord, mask: np.ndarray) -> dict:
         "recourse_success_rate": mean(r.favourable, seekers),
         "mean_cost": mean(r.cost, seekers),
         "true_outcome_rate": mean(r.true_favourable, mask),
-        "model_accuracy": mean(r.correct, mask),
+        "model_accuracy": mean(r.favourable == r.true_favourable, mask),
+        "approved_favourable_rate": ratio(r.true_favourable, favoured),
+        "newcomers": int((mask & (r.arrived == r.round)).sum()),
+        "leavers": int(leaving.sum()),
+        "pool_size": int(pool.sum()),
+        "mean_time_to_favourable": ratio(r.waited, favoured),
+        "mean_failed_attempts": ratio(r.failed, leaving),
+        "recourse_reliability": ratio(r.holder_favoured, held),
     }
+
+
+def _plain_auc(score: np.ndarray, positive: np.ndarray) -> float | None:
+    """P(score of a positive > score of a negative) + ½ P(tie), over all pairs."""
+    pos, neg = score[positive], score[~positive]
+    if not len(pos) or not len(neg):
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0) + 0.5 * (diff == 0)).mean())
 
 
 def _plain_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
     rows = []
     for g, name in enumerate(group_labels):
-        row = {"round": r.round, "group": name, **_plain_rates(r, r.group == g)}
+        masks = (r.group == g, r.pool_group == g, r.holder_group == g)
+        row = {"round": r.round, "group": name, **_plain_rates(r, *masks)}
         for key, (values, _) in r.group_stats.items():
             row[key] = float(values[g])
         rows.append(row)
-    rows.append({"round": r.round, "group": "query", **_plain_rates(r, r.query)})
-    everyone = {"round": r.round, "group": "all", **_plain_rates(r, np.ones(len(r.group), bool))}
+    masks = (r.query, r.pool_query, r.holder_query)
+    rows.append({"round": r.round, "group": "query", **_plain_rates(r, *masks)})
+    masks = (
+        np.ones(len(r.group), bool),
+        np.ones(len(r.pool_group), bool),
+        np.ones(len(r.holder_group), bool),
+    )
+    everyone = {"round": r.round, "group": "all", **_plain_rates(r, *masks)}
+    auc = _plain_auc(r.score, r.true_favourable)
+    everyone["auc"] = auc if auc is None else pytest.approx(auc, rel=1e-12)
+    if r.class_correct is not None:
+        everyone["class_accuracy"] = float(r.class_correct.mean()) if len(r.group) else 0.0
     present = [row["acceptance_rate"] for row in rows[: len(group_labels)] if row["n"] > 0]
     everyone["disparity"] = float(max(present) - min(present)) if len(present) > 1 else 0.0
     codes = np.unique(r.group[r.group < len(group_labels)])
@@ -55,40 +87,57 @@ def _plain_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-def _record(rng, n: int, n_groups: int, seek: float) -> RoundRecord:
+def _record(rng, n: int, n_groups: int, seek: float, classes: int = 2) -> RoundRecord:
     tried = rng.random(n) < seek
+    m, h = n + 7, n // 3  # a pool with people away; last round's successful recourse
+    g = max(n_groups, 1)
+    favourable = rng.random(n) < 0.5
     return RoundRecord(
         round=3,
-        group=rng.integers(max(n_groups, 1), size=n),
+        group=rng.integers(g, size=n),
         query=rng.random(n) < 0.2,
         favourable_before=rng.random(n) < 0.4,
-        favourable=rng.random(n) < 0.5,
+        favourable=favourable,
         tried=tried,
         cost=np.where(tried, rng.random(n), 0.0),
         true_favourable=rng.random(n) < 0.6,
-        correct=rng.random(n) < 0.7,
+        score=np.round(rng.random(n), 1),  # ties, as a capacity rule's cut-off makes
+        class_correct=rng.random(n) < 0.7 if classes > 2 else None,
         model_shift=0.25,
         collective_participants=4,
         collective_mean_cost=0.125,
         query_success_next=0.5,
         reward=0.375,
-        group_stats={"mean_score": (rng.random(max(n_groups, 1)), 0.5)} if n_groups else {},
+        group_stats={"mean_score": (rng.random(g), 0.5)} if n_groups else {},
         decision_stats={"decision_threshold": 0.5},
+        person=np.arange(n) * 2,
+        arrived=rng.integers(1, 4, size=n),
+        waited=rng.integers(0, 3, size=n),
+        failed=rng.integers(0, 4, size=n),
+        leaving=favourable | (rng.random(n) < 0.1),
+        pool_group=rng.integers(g, size=m),
+        pool_query=rng.random(m) < 0.2,
+        holder_group=rng.integers(g, size=h),
+        holder_query=rng.random(h) < 0.3,
+        holder_favoured=rng.random(h) < 0.6,
     )
 
 
 @pytest.mark.parametrize("n_groups", [0, 1, 2, 3])
 @pytest.mark.parametrize("n", [0, 1, 5, 300, 5000])
 @pytest.mark.parametrize("seek", [0.0, 0.3])
-def test_round_metrics_are_the_plain_masked_means(n_groups, n, seek):
+@pytest.mark.parametrize("classes", [2, 3])
+def test_round_metrics_are_the_plain_masked_means(n_groups, n, seek, classes):
     rng = np.random.default_rng(n + 10 * n_groups)
-    r = _record(rng, n, n_groups, seek)
+    r = _record(rng, n, n_groups, seek, classes)
     labels = tuple(f"g{g}" for g in range(n_groups))
     fast, plain = round_metrics(r, labels), _plain_metrics(r, labels)
     assert [list(row) for row in fast] == [list(row) for row in plain]  # columns, in order
     for a, b in zip(fast, plain, strict=True):
         for key in a:
-            assert a[key] == b[key] and type(a[key]) is type(b[key]), key
+            assert b[key] == a[key], key
+            if not isinstance(b[key], type(pytest.approx(0))):
+                assert type(a[key]) is type(b[key]), key
 
 
 def test_dissimilarity_needs_two_groups_with_people():

@@ -8,7 +8,8 @@ from gymnasium.utils import seeding
 from recourse_sim.env import RecourseEnv
 from recourse_sim.env.streams import derive_streams, population_stream, stream
 
-LENDING = {"world__cohort_size": 100, "world__history_size": 300}
+# lending_german with a fresh cohort each round (no people who stay)
+LENDING = {"world__cohort_size": 100, "world__history_size": 300, "world__people": None}
 
 
 def _cohorts(env: RecourseEnv, seed: int, rounds: int) -> list[np.ndarray]:
@@ -39,7 +40,7 @@ def test_the_derivation_is_the_documented_one():
 
 
 def test_runs_that_differ_in_strategies_see_the_same_people():
-    """lending_german draws a fresh cohort each round: with the collective off, without
+    """lending_german drawing a fresh cohort each round: with the collective off, without
     individual recourse, or with another learner rule, every round's applicants are the
     same, and so is the history the first model is fit on."""
     base = RecourseEnv("lending_german", rounds=4, **LENDING)

@@ -43,6 +43,22 @@ CONFIGS = [
 IDS = [f"{name}-{'-'.join(map(str, params.values()))}" for name, params in CONFIGS]
 
 
+@pytest.mark.parametrize("name", ["nearest_centroid", "logistic_regression", "mlp"])
+def test_a_frozen_learner_never_moves(iris, name):
+    X, y = iris
+    params = {"fit_epochs": 5, "random_state": 0} if name == "mlp" else {}
+    model = make_learner(name, update_rule="frozen", **params).fit(X[::2], y[::2])
+    before = model.state()
+    assert "X_mem" not in before  # nothing to remember: the update ignores its rows
+    model.update(X[1::2] + 3.0, (y[1::2] + 1) % 3)
+    for key, value in before.items():
+        torch.testing.assert_close(model.state_[key], value, rtol=0, atol=0)
+    # the differentiable update is the identity: the reports cannot move it
+    Xt = torch.as_tensor(X[1::2], dtype=torch.float64).requires_grad_(True)
+    after = model.update_fn(model.state_, Xt, torch.as_tensor(y[1::2]))
+    assert all(after[k] is model.state_[k] for k in model.state_)
+
+
 @pytest.mark.parametrize(("name", "params"), CONFIGS, ids=IDS)
 def test_fit_update_predict(iris, name, params):
     X, y = iris

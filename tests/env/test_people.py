@@ -1,0 +1,183 @@
+"""People who persist: the pool's comings and goings, what people carry from round to
+round, the pool metrics against the people rows, and paired runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourse_sim.env import RecourseEnv
+from recourse_sim.env.metrics import PEOPLE_COLUMNS
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios import load_scenario
+
+GERMAN = {"world__cohort_size": 120, "world__history_size": 300}
+
+
+def _play(env: RecourseEnv, seed: int, rounds: int) -> tuple[list[dict], list[pd.DataFrame]]:
+    """Metrics (the ``all`` row) and people frames of each round."""
+    env.reset(seed=seed)
+    everyone, people = [], []
+    for _ in range(rounds):
+        info = env.step(np.zeros(env.action_space.shape, np.float32))[4]
+        everyone.append(info["metrics"][-1])
+        people.append(pd.DataFrame(env.people(features=True)))
+    return everyone, people
+
+
+def _german(rounds: int = 6, **more) -> RecourseEnv:
+    people = more.pop("people", {"newcomers": 80, "max_rounds": 3})
+    return RecourseEnv("lending_german", rounds=rounds, world__people=people, **GERMAN, **more)
+
+
+def test_a_fresh_cohort_is_everyone_new_and_gone():
+    env = RecourseEnv("school_assignment", rounds=3, world__cohort_size=50, world__history_size=200)
+    rows, people = _play(env, 0, 3)
+    for t, (row, frame) in enumerate(zip(rows, people, strict=True), start=1):
+        assert list(frame["person"]) == list(range(50 * (t - 1), 50 * t))
+        assert (frame["arrived"] == t).all() and frame["leaves"].all()
+        assert row["newcomers"] == row["leavers"] == row["pool_size"] == 50
+        assert row["mean_time_to_favourable"] == 0.0
+
+
+def test_rejected_people_stay_and_favoured_people_leave():
+    env = _german()
+    _, people = _play(env, 1, 6)
+    reported = [f"reported_{f}" for f in env.world.features.names]
+    for before, after in itertools.pairwise(people):
+        stayed = before[~before["leaves"]].set_index("person")
+        now = after.set_index("person")
+        assert set(stayed.index) <= set(now.index)  # everyone who stays applies again
+        # those who did not change their reports again apply with last round's final ones
+        same = now.loc[stayed.index][~now.loc[stayed.index, "tried"]]
+        np.testing.assert_array_equal(same[reported], stayed.loc[same.index, reported])
+        # favoured people left; newcomers carry the next ids
+        assert not set(before.loc[before["favourable"], "person"]) & set(after["person"])
+        new = after[after["arrived"] == after["round"]]
+        assert len(new) == 80 and new["person"].is_monotonic_increasing
+        assert new["person"].min() > before["person"].max()
+    # the cap: nobody applies in more than max_rounds rounds
+    everyone = pd.concat(people)
+    assert everyone.groupby("person").size().max() == 3
+    assert (everyone["round"] - everyone["arrived"]).max() == 2
+
+
+def test_reports_and_true_features_carry_over():
+    env = _german(rounds=3)
+    env.reset(seed=2)
+    env.step(np.zeros(env.action_space.shape, np.float32))
+    last = env.people(features=True)
+    stay = ~last["leaves"]
+    features = env.world.features.names
+    c = env._cohort
+    index = np.searchsorted(c.person, last["person"][stay])
+    assert (c.person[index] == last["person"][stay]).all()
+    reported = np.stack([last[f"reported_{f}"] for f in features], 1)[stay]
+    np.testing.assert_array_equal(c.report[index], reported)
+    # true features moved with the causal part of each report change only
+    start = np.stack([last[f"feature_{f}"] for f in features], 1)[stay]
+    change = c.X[index] - start
+    np.testing.assert_allclose(change[:, env.causal], (reported - start)[:, env.causal])
+
+
+def test_favoured_people_return_after_the_set_rounds():
+    env = _german(rounds=5, people={"newcomers": 60, "return_after": 2})
+    _, people = _play(env, 3, 5)
+    first = people[0]
+    favoured = set(first.loc[first["favourable"], "person"])
+    assert favoured and not favoured & set(people[1]["person"])  # away in round 2
+    assert favoured <= set(people[2]["person"])  # and back in round 3
+
+
+def test_pool_metrics_agree_with_the_people_rows():
+    env = _german(rounds=5)
+    rows, people = _play(env, 4, 5)
+    for row, frame in zip(rows, people, strict=True):
+        assert row["n"] == len(frame)
+        assert row["newcomers"] == int((frame["arrived"] == frame["round"]).sum())
+        assert row["leavers"] == int(frame["leaves"].sum())
+        agree = (frame["favourable"] == frame["true_favourable"]).mean()
+        assert row["model_accuracy"] == pytest.approx(agree, abs=1e-15)
+        approved = frame[frame["favourable"]]
+        assert row["approved_favourable_rate"] == pytest.approx(approved["true_favourable"].mean())
+        seekers = frame[frame["tried"]]
+        assert row["n_seekers"] == len(seekers)
+
+
+def test_next_round_recourse_is_judged_when_people_apply_again():
+    env = _german(rounds=4, populations__applicants__reapply="next_round")
+    rows, people = _play(env, 5, 4)
+    first = people[0]
+    assert not first["tried"].any()  # nobody applies with recourse in round 1
+    assert (first["favourable"] == first["favourable_before"]).all()  # nobody re-decided
+    second = people[1].set_index("person")
+    moved = second[second["tried"]]
+    assert len(moved) and (moved["arrived"] < 2).all()
+    assert rows[1]["n_seekers"] == len(moved)
+    assert rows[1]["recourse_success_rate"] == pytest.approx(moved["favourable"].mean())
+    assert rows[1]["recourse_reliability"] is not None
+
+
+def test_next_round_needs_people_who_stay():
+    with pytest.raises(ConfigError, match=r"populations.applicants.reapply: 'next_round' needs"):
+        load_scenario(
+            "lending_german",
+            {"world.people": None, "populations.applicants.reapply": "next_round"},
+        )
+
+
+def test_capacity_places_is_a_number_of_people():
+    env = _german(rounds=3, decision__rule="capacity", decision__places=25)
+    _rows, people = _play(env, 6, 3)
+    for frame in people:
+        assert frame["favourable_before"].sum() == 25
+
+
+def test_people_columns_and_fico_ids():
+    env = RecourseEnv("lending_fico", rounds=3, world__n_applicants=200, world__history_size=300)
+    _, people = _play(env, 0, 3)
+    for frame in people:
+        assert list(frame.columns[: len(PEOPLE_COLUMNS)]) == list(PEOPLE_COLUMNS)
+        assert list(frame["person"]) == list(range(200))  # everyone applies every round
+        assert not frame["leaves"].any() and (frame["arrived"] == 1).all()
+
+
+def test_a_pool_checkpoint_continues_identically():
+    env = _german(rounds=6, populations__applicants__reapply="next_round")
+    env.reset(seed=7)
+    action = np.zeros(env.action_space.shape, np.float32)
+    for _ in range(2):
+        env.step(action)
+    state = env.get_state()
+    expected = [env.step(action)[4]["metrics"] for _ in range(3)]
+    other = _german(rounds=6, populations__applicants__reapply="next_round")
+    other.reset(seed=99)
+    other.set_state(state)
+    got = [other.step(action)[4]["metrics"] for _ in range(3)]
+    assert got == expected
+
+
+def test_paired_runs_draw_the_same_newcomers():
+    """The acceptance check: lending_german with seed 0, with the collective and without
+    (participation 0): the round-10 rows both runs drew as newcomers have the same ids
+    and true features."""
+    runs, pools = [], []
+    for participation in (None, 0):
+        more = (
+            {}
+            if participation is None
+            else {"populations__women_borrowers__participation": participation}
+        )
+        env = RecourseEnv("lending_german", rounds=10, **more)
+        _, people = _play(env, 0, 10)
+        last = people[-1]
+        pools.append(set(last["person"]))
+        runs.append(last[last["arrived"] == 10].reset_index(drop=True))
+    assert pools[0] != pools[1]  # the collective changed who is still applying ...
+    a, b = runs  # ... not who arrived
+    assert len(a) == len(b) > 0
+    features = [c for c in a.columns if c.startswith("feature_")]
+    pd.testing.assert_frame_equal(a[["person", *features]], b[["person", *features]])
