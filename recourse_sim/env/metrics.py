@@ -47,7 +47,8 @@ Every row (each group, ``query``, ``all``) has:
   or reached (``next_round``) the favourable decision of last round, the share whose
   changed reports the decision rule of this round favours (the people still applying as
   they are decided; those who left as they would be, capacity at this round's cut-off
-  score); empty in round 1 and when nobody's recourse succeeded
+  score); empty when nobody's recourse succeeded last round (in round 1, unless
+  a round 0 was played: ``reapply: next_round``)
 
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).

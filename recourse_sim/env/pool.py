@@ -78,9 +78,9 @@ class Pool:
         self.next_id = 0
 
     # -- the round's applicants -------------------------------------------------------------
-    def start(self, world: World, rng: np.random.Generator) -> Cohort:
-        """Round 1's applicants: `initial` newcomers."""
-        self.people = self._arrivals(world, rng, self.rules.initial, round_=1)
+    def start(self, world: World, rng: np.random.Generator, round_: int = 1) -> Cohort:
+        """The first applicants: `initial` newcomers, arriving in round `round_`."""
+        self.people = self._arrivals(world, rng, self.rules.initial, round_=round_)
         self.away = np.zeros(self.rules.initial, np.int64)
         return self.applicants()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -132,7 +133,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     (lending: its applicants) and draws its history; the learner stream gives the
     learner's seed; the learner is fit on the history (school: the biased historical
     admissions; lending: past applicants with observed repayment); the world draws the
-    first cohort; a PARE rule calibrates its first threshold.
+    first applicants (``people.initial``, or a cohort); a PARE rule calibrates its first
+    threshold. When a population's seekers apply again next round (``reapply:
+    next_round``), a round 0 comes first, as recourse-game's initial state: the first
+    model decides on the first applicants, the favoured leave, rejected members of those
+    populations make their moves and round 1's newcomers arrive; it is not recorded, the
+    model is not updated, and round 1 judges the first moves.
 
     ## Episode End
 
@@ -234,6 +240,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
         self._controlled = controlled[0] if controlled else None
         self._pool_rules = pool_rules(self.world)
+        # people who re-apply next round start in motion: a round 0 (see Starting State)
+        self._round_zero = any(
+            s.stage == "decision" and s.spec.reapply == "next_round" for s in self.strategies
+        )
         self._stream_names = (
             WORLD,
             LEARNER,
@@ -402,9 +412,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._theta0 = self.learner.param_vector()
         self._round = 0
         self._pool = Pool(self._pool_rules)
-        self._cohort = self._pool.start(self.world, world_rng)
+        self._cohort = self._pool.start(self.world, world_rng, 0 if self._round_zero else 1)
         self._holders = _no_holders(self.n_features)
         self._last_record = None
+        if self._round_zero:
+            self._play_round_zero()
         if self.scenario.decision.rule == "pare":
             self._pare = self._pare_threshold(self._cohort)
         G = len(self.group_labels)
@@ -436,7 +448,6 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         learner, c = self.learner, self._cohort
         assert c is not None
         fav_class = self.favourable
-        n = len(c.group)
 
         # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
@@ -446,44 +457,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
         # 3. individual recourse by rejected members of individual populations: moves
         # decided again now (same_round) or carried to next round's application
-        X_rep, X_true = c.report.copy(), c.X.copy()
-        tried, cost = c.moved.copy(), c.move_cost.copy()
-        acted = np.zeros(n, bool)
-        later = np.zeros_like(X_rep)
-        moved, move_cost = np.zeros(n, bool), np.zeros(n)
-        for s in self.strategies:
-            if s.stage != "decision":
-                continue
-            seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
-            res = adapt(s.spec, s.act(learner, X_rep, seekers, fav_class, self._stream_of(s)), c.v)
-            acted |= res.tried
-            if s.spec.reapply == "next_round":
-                later += res.delta
-                moved |= res.tried
-                move_cost = np.where(res.tried, res.cost, move_cost)
-            else:
-                X_rep += res.delta
-                tried |= res.tried
-                cost = np.where(res.tried, res.cost, cost)
-        if (tried & ~c.moved).any():
-            change = X_rep - c.report
-            X_true[:, self.causal] += change[:, self.causal]
-            changed = (change[:, self.causal] != 0).any(1)
-            proba = learner.predict_proba(X_rep)
-            favourable = self._decide(proba, c.group)
-        else:  # nobody changed their reports this round
-            changed = np.zeros(n, bool)
-            proba, favourable = honest_proba, favourable_before
-        # whose recourse got (same round) or reached (next round) this round's decision
-        holders = (tried & ~c.moved & favourable) | moved
-        if moved.any():
-            reached = self._favoured(
-                {"report": (X_rep + later)[moved], "group": c.group[moved]}, cut
-            )
-            holders[np.flatnonzero(moved)[~reached]] = False
+        moves = self._individual_recourse(c, honest_proba, favourable_before, cut)
+        X_rep, X_true, tried, cost = moves.X_rep, moves.X_true, moves.tried, moves.cost
+        proba, favourable, holders = moves.proba, moves.favourable, moves.holders
 
         # 4. outcomes
-        y = self.world.outcome(c, X_true, changed)
+        y = self.world.outcome(c, X_true, moves.changed)
         true_favourable = y == fav_class
         query = self._query_mask(self.scenario.query, c)
 
@@ -542,8 +521,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             learner.update(X_train, y_train, start=update_start)
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
-        after, failed = self._carry_on(c, X_rep, X_true, y, favourable, tried, later, moved)
-        after.move_cost = move_cost
+        after, failed = self._carry_on(c, moves, y, favourable)
         self._holders = {
             "report": after.report[holders],
             "group": c.group[holders],
@@ -687,35 +665,106 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             return proba[:, self.favourable] >= cut
         return self._decide(proba, people["group"])
 
+    def _play_round_zero(self) -> None:
+        """Round 0, before round 1 of a world whose seekers apply again next round (as
+        recourse-game's initial state): the first model decides on the initial
+        applicants; those favoured leave (or go away); rejected members of the
+        ``next_round`` populations make their moves; round 1's newcomers arrive. Nothing
+        is recorded, nothing trains the model and the world has no consequences, so
+        round 1 is the first in which recourse is judged."""
+        c = self._cohort
+        assert c is not None
+        proba, favourable = self._honest_decisions(c)
+        cut = self._capacity_cut(proba, favourable)
+        moves = self._individual_recourse(c, proba, favourable, cut, next_round_only=True)
+        after, _ = self._carry_on(c, moves, c.y0, favourable, consequences=False)
+        self._holders = {
+            "report": after.report[moves.holders],
+            "group": c.group[moves.holders],
+            "query": self._query_mask(self.scenario.query, c)[moves.holders],
+        }
+        self._cohort, _ = self._pool.advance(self.world, self._streams[WORLD], 0, after, favourable)
+
+    def _individual_recourse(
+        self,
+        c: Cohort,
+        honest_proba: np.ndarray,
+        favourable_before: np.ndarray,
+        cut: float | None,
+        next_round_only: bool = False,
+    ) -> _Moves:
+        """Step 3: rejected members of the decision-stage populations seek recourse from
+        the reports they applied with and move as their population's behaviour takes
+        them (`recourse_sim.agents.strategies.adapt`); ``same_round`` moves are decided
+        again now, ``next_round`` ones wait for the next application. `next_round_only`:
+        only next-round populations act (round 0)."""
+        learner, n = self.learner, len(c.group)
+        X_rep, X_true = c.report.copy(), c.X.copy()
+        tried, cost = c.moved.copy(), c.move_cost.copy()
+        acted = np.zeros(n, bool)
+        later = np.zeros_like(X_rep)
+        moved, move_cost = np.zeros(n, bool), np.zeros(n)
+        for s in self.strategies:
+            if s.stage != "decision" or (next_round_only and s.spec.reapply != "next_round"):
+                continue
+            seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
+            found = s.act(learner, X_rep, seekers, self.favourable, self._stream_of(s))
+            res = adapt(s.spec, found, c.v)
+            acted |= res.tried
+            if s.spec.reapply == "next_round":
+                later += res.delta
+                moved |= res.tried
+                move_cost = np.where(res.tried, res.cost, move_cost)
+            else:
+                X_rep += res.delta
+                tried |= res.tried
+                cost = np.where(res.tried, res.cost, cost)
+        if (tried & ~c.moved).any():
+            change = X_rep - c.report
+            X_true[:, self.causal] += change[:, self.causal]
+            changed = (change[:, self.causal] != 0).any(1)
+            proba = learner.predict_proba(X_rep)
+            favourable = self._decide(proba, c.group)
+        else:  # nobody changed their reports this round
+            changed = np.zeros(n, bool)
+            proba, favourable = honest_proba, favourable_before
+        # whose recourse got (same round) or reached (next round) this round's decision
+        holders = (tried & ~c.moved & favourable) | moved
+        if moved.any():
+            reached = self._favoured(
+                {"report": (X_rep + later)[moved], "group": c.group[moved]}, cut
+            )
+            holders[np.flatnonzero(moved)[~reached]] = False
+        return _Moves(
+            X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
+        )
+
     def _carry_on(
         self,
         c: Cohort,
-        X_rep: np.ndarray,
-        X_true: np.ndarray,
+        moves: _Moves,
         y: np.ndarray,
         favourable: np.ndarray,
-        tried: np.ndarray,
-        later: np.ndarray,
-        moved: np.ndarray,
+        consequences: bool = True,
     ) -> tuple[Cohort, np.ndarray]:
         """The round's applicants as they go on (those who stay apply so next round):
         the true features and reports their recourse left them, moves for the next round
-        included, then the world's consequences (lending: loans move scores, and so the
+        included, then the world's `consequences` (lending: loans move scores, and so the
         reports of them); their true outcome at those features; their failed recourse
         attempts (applications with recourse turned down)."""
-        X_next, report = X_true, X_rep
-        y_next = y
+        X_next, report, y_next = moves.X_true, moves.X_rep, y
+        later, moved = moves.later, moves.moved
         if moved.any():
-            X_next = X_true.copy()
+            X_next = moves.X_true.copy()
             X_next[:, self.causal] += later[:, self.causal]
-            report = X_rep + later
+            report = moves.X_rep + later
             changed = (later[:, self.causal] != 0).any(1)
             if changed.any():
                 y_next = np.where(changed, self.world.outcome(c, X_next, changed), y)
-        X_after = self.world.after_round(c, X_next, favourable, y)
+        X_after = self.world.after_round(c, X_next, favourable, y) if consequences else X_next
         if X_after is not X_next:  # what the world changes is real, and reported so
             report = report + (X_after - X_next)
-        failed = c.failed + (tried & ~favourable)
+        failed = c.failed + (moves.tried & ~favourable)
         after = Cohort(
             X=X_after,
             group=c.group,
@@ -731,6 +780,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             since=c.since,
             failed=failed,
             moved=moved,
+            move_cost=moves.move_cost,
         )
         return after, failed
 
@@ -931,6 +981,23 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._last_metrics = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+@dataclass
+class _Moves:
+    """Step 3's outcome for a round's n applicants (see `RecourseEnv._individual_recourse`)."""
+
+    X_rep: np.ndarray  # (n, d) final reports of this round
+    X_true: np.ndarray  # (n, d) true features after this round's (same-round) changes
+    tried: np.ndarray  # (n,) bool: the application used recourse
+    cost: np.ndarray  # (n,) its cost
+    changed: np.ndarray  # (n,) bool: true features changed this round
+    later: np.ndarray  # (n, d) next-round moves
+    moved: np.ndarray  # (n,) bool: made one
+    move_cost: np.ndarray  # (n,) its cost
+    proba: np.ndarray  # (n, k) class probabilities of the final reports
+    favourable: np.ndarray  # (n,) bool: final decision
+    holders: np.ndarray  # (n,) bool: their recourse got or reached this round's decision
 
 
 def _no_holders(d: int) -> dict[str, np.ndarray]:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
+from recourse_sim.env import metrics as metrics_module
 from recourse_sim.env.metrics import RoundRecord, round_metrics
+
+metrics_doc = metrics_module.__doc__
 
 
 def _plain_rates(r: RoundRecord, mask: np.ndarray, pool: np.ndarray, held: np.ndarray) -> dict:
@@ -149,3 +154,34 @@ def test_dissimilarity_needs_two_groups_with_people():
         row["dissimilarity_index"] == _plain_metrics(r, ("a", "b", "c"))[-1]["dissimilarity_index"]
     )
     assert row["dissimilarity_index"] > 0
+
+
+def _documented() -> set[str]:
+    """Column names listed in the metrics module's docstring (``- ``name``: ...``)."""
+    return set(re.findall(r"^- ``([a-z_<>]+)``:", metrics_doc, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("name", "more"),
+    [
+        ("lending_fico", {"world__n_applicants": 200, "world__history_size": 300}),
+        ("oar_iris", {}),
+        ("lending_german_pare", {"world__cohort_size": 300, "world__history_size": 300}),
+    ],
+)
+def test_every_column_is_documented(name, more):
+    from recourse_sim.env import RecourseEnv
+
+    env = RecourseEnv(name, rounds=2, **more)
+    env.reset(seed=0)
+    rows = env.step(np.zeros(env.action_space.shape, np.float32))[4]["metrics"]
+    world_stats = {"mean_score"}  # the world's own, documented with its world
+    documented = _documented()
+    for row in rows:
+        assert set(row) - world_stats <= documented
+    features = {f"feature_{f}" for f in env.world.features.names}
+    features |= {f"reported_{f}" for f in env.world.features.names}
+    columns = set(env.people(features=True))
+    assert columns - features <= documented
+    assert "``feature_<f>``" in metrics_doc and "``reported_<f>``" in metrics_doc
+    assert "``mean_score``" in metrics_doc
