@@ -15,7 +15,11 @@ arm           individual population       collective population
 The populations are found by strategy (``individual`` / ``collective_oar``): in
 ``school_assignment`` they are ``students`` and ``h1_students``, in ``lending_fico``
 ``applicants`` and ``black_borrowers``. Every arm runs the same seeds, so arm
-differences are paired (same starting world and first model per seed).
+differences are paired: a seed fixes the world's own random stream (the history, the
+first model, every person's features and outcome noise), so two arms see the same
+people as long as their decisions agree and the same newcomers always (common random
+numbers, `recourse_sim.env.streams`); the strategies draw from streams of their own.
+Paired differences are reported with 95 % Student-t confidence intervals over the seeds.
 
 ``lending_fico`` has a fifth arm, ``genre``: the ``individual`` arm with the individual
 population switched to the ``genre`` strategy (same groups, labels, budget ε,
@@ -388,6 +392,55 @@ def mean_sd(values: pd.Series | np.ndarray, scale: float = 1.0, digits: int = 1)
     return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
 
 
+def mean_ci(values: pd.Series | np.ndarray, scale: float = 1.0, digits: int = 1) -> str:
+    """'mean [lo, hi]': the mean of finite values (scaled) and its 95 % Student-t
+    confidence interval over them (the seeds), or 'n/a'."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float) * scale
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return "n/a"
+    if len(v) == 1:
+        return f"{v[0]:+.{digits}f} [n/a]"
+    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+    m = v.mean()
+    return f"{m:+.{digits}f} [{m - half:+.{digits}f}, {m + half:+.{digits}f}]"
+
+
+PAIRED_METRICS = (
+    ("query", "acceptance_rate", "query acceptance (pp)", 100, 1),
+    ("all", "acceptance_rate", "acceptance (pp)", 100, 1),
+    ("all", "model_accuracy", "accuracy (pp)", 100, 1),
+    ("all", "auc", "AUC", 1, 3),
+    ("all", "approved_favourable_rate", "approved favourable (pp)", 100, 1),
+)
+"""(group, metric, label, scale, digits) of the paired-difference tables."""
+
+
+def paired_report(frame: pd.DataFrame, baseline: str, args: Args) -> list[str]:
+    """Markdown lines: every arm minus `baseline`, per seed (the same seed: the same
+    people as long as the decisions agree, the same newcomers always), averaged over the
+    last rounds; mean and 95 % confidence interval over the seeds."""
+    lo, hi = last_rounds(frame, args.last)
+    arms_run = [a for a in dict.fromkeys(frame["arm"]) if a != baseline]
+    n_seeds = frame["seed"].nunique()
+    lines = [
+        f"Paired differences arm − {baseline} (same seed), rounds {lo}-{hi}: mean "
+        f"[95 % CI] over {n_seeds} seeds (Student t).",
+        "",
+        "| arm | " + " | ".join(m[2] for m in PAIRED_METRICS) + " |",
+        "|---|" + "---|" * len(PAIRED_METRICS),
+    ]
+    for arm in arms_run:
+        cells = []
+        for group, metric, _, scale, digits in PAIRED_METRICS:
+            wide = per_seed_mean(frame, group, metric, (lo, hi))
+            cells.append(mean_ci(wide[arm] - wide[baseline], scale, digits))
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def everyone_approved(frame: pd.DataFrame, run_keys: Sequence[str]) -> str:
     """How often the model gave every applicant the loan: 'k of n rounds, in r of m runs'.
 
@@ -548,19 +601,22 @@ def school_report(claim: pd.DataFrame, frame: pd.DataFrame, args: Args) -> list[
         cells = [mean_sd(sub[arm], 100) for arm in ARMS]
         lines.append(f"| {window} | {sub['rounds'].iloc[0]} | " + " | ".join(cells) + " |")
     lines += ["", "Paired differences (same seed), percentage points:", ""]
-    lines += ["| window | difference | mean ± sd | min | seeds ≥ claim | per seed | claim met |"]
-    lines += ["|---|---|---|---|---|---|---|"]
+    lines += [
+        "| window | difference | mean ± sd | mean [95 % CI] | min | seeds ≥ claim | per seed "
+        "| claim met |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|---|"]
     for window, sub in claim.groupby("window", sort=False):
         for diff in ("collective_minus_none", "both_minus_individual"):
             v = sub[diff].to_numpy(dtype=float) * 100
             ok = np.isfinite(v)
             if not ok.any():
-                lines.append(f"| {window} | {diff} | n/a | | | | |")
+                lines.append(f"| {window} | {diff} | n/a | | | | | |")
                 continue
             per_seed = ", ".join(f"{x:+.1f}" for x in v)
             met = "yes" if v[ok].mean() >= args.claim_pp else "**no**"
             lines.append(
-                f"| {window} | {diff} | {mean_sd(v)} | {v[ok].min():+.1f} | "
+                f"| {window} | {diff} | {mean_sd(v)} | {mean_ci(v)} | {v[ok].min():+.1f} | "
                 f"{int((v[ok] >= args.claim_pp).sum())}/{int(ok.sum())} | {per_seed} | {met} |"
             )
     # other school metrics over the last rounds
@@ -583,6 +639,7 @@ def school_report(claim: pd.DataFrame, frame: pd.DataFrame, args: Args) -> list[
             digits = 3 if scale == 1 and metric != "collective_participants" else 1
             cells.append(mean_sd(wide[arm], scale, digits))
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    lines += ["", *paired_report(frame, "none", args)]
     return lines
 
 
@@ -619,6 +676,8 @@ def lending_report(frame: pd.DataFrame, initial: pd.DataFrame, args: Args) -> li
         "",
         "Rounds in which the retrained model approved every applicant: "
         f"{everyone_approved(frame, ['arm', 'seed'])}.",
+        "",
+        *paired_report(frame, "none", args),
     ]
     if GENRE_ARM in arms_run:
         lines += ["", *genre_report(frame, args)]
@@ -653,21 +712,22 @@ def genre_report(frame: pd.DataFrame, args: Args) -> list[str]:
     lines += [
         "",
         f"Paired differences genre − individual (same seed): Δμ after {final} rounds "
-        f"(FICO points) and acceptance (percentage points, rounds {lo}-{hi}):",
+        f"(FICO points) and acceptance (percentage points, rounds {lo}-{hi}); mean "
+        "[95 % CI] over the seeds:",
         "",
         "| group | Δμ difference | acceptance difference |",
         "|---|---|---|",
     ]
     for g in [*groups, "query"]:
         acc = per_seed_mean(frame, g, "acceptance_rate", (lo, hi))
-        acc_diff = mean_sd((acc[GENRE_ARM] - acc["individual"]).to_numpy(), 100)
+        acc_diff = mean_ci((acc[GENRE_ARM] - acc["individual"]).to_numpy(), 100)
         if g == "query":
             lines.append(f"| {g} | | {acc_diff} |")
             continue
         # same seed, same starting scores: the Δμ difference is that of the final scores
         end = per_seed_mean(frame, g, "mean_score", (final, final))
         mu = end[GENRE_ARM] - end["individual"]
-        lines.append(f"| {g} | {mean_sd(mu.to_numpy())} | {acc_diff} |")
+        lines.append(f"| {g} | {mean_ci(mu.to_numpy())} | {acc_diff} |")
     return lines
 
 
