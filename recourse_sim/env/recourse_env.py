@@ -27,6 +27,8 @@ from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
 # readable whether a weight is 0.01 or 500); feature means in SDs of the history.
 PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
+# Capacity rule: P(favourable) scores closer than this are ties (broken by arrival).
+TIE_RESOLUTION = 1e-9
 STATE_VERSION = 2
 
 _WARNED_PASSIVE: set[str] = set()
@@ -453,7 +455,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         honest_proba, favourable_before = self._honest_decisions(c)
         cut = self._capacity_cut(honest_proba, favourable_before)
         last_holders = self._holders
-        holder_favoured = self._favoured(last_holders, cut)
+        holder_favoured = self._holders_favoured(c, favourable_before, cut)
 
         # 3. individual recourse by rejected members of individual populations: moves
         # decided again now (same_round) or carried to next round's application
@@ -523,6 +525,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             s.observe(learner, X_train, y_train)
         after, failed = self._carry_on(c, moves, y, favourable)
         self._holders = {
+            "person": c.person[holders],
             "report": after.report[holders],
             "group": c.group[holders],
             "query": query[holders],
@@ -620,14 +623,17 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if rule.rule == "capacity":
             # the `places` most probable, ties in row order (applicants are in order of
             # arrival: the earlier first): the first `places` of a stable sort of −p,
-            # found by a partition (linear time) instead of the sort
+            # found by a partition (linear time) instead of the sort. Scores within
+            # TIE_RESOLUTION are ties: people who moved to the same cut-off land there up
+            # to rounding, and rounding should not decide who gets a place
             places = round(rule.capacity * len(p)) if rule.places is None else rule.places
             places = min(places, len(p))
             if places <= 0:
                 return np.zeros(len(p), bool)
-            cut = np.partition(p, len(p) - places)[len(p) - places]
-            out = p > cut
-            ties = np.flatnonzero(p == cut)
+            key = _tie_key(p)
+            cut = np.partition(key, len(key) - places)[len(key) - places]
+            out = key > cut
+            ties = np.flatnonzero(key == cut)
             out[ties[: places - np.count_nonzero(out)]] = True
             return out
         if rule.rule == "pare":
@@ -662,7 +668,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             return np.zeros(0, bool)
         proba = self.learner.predict_proba(people["report"])
         if cut is not None:
-            return proba[:, self.favourable] >= cut
+            return _tie_key(proba[:, self.favourable]) >= _tie_key(np.array(cut))
         return self._decide(proba, people["group"])
 
     def _play_round_zero(self) -> None:
@@ -679,6 +685,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         moves = self._individual_recourse(c, proba, favourable, cut, next_round_only=True)
         after, _ = self._carry_on(c, moves, c.y0, favourable, consequences=False)
         self._holders = {
+            "person": c.person[moves.holders],
             "report": after.report[moves.holders],
             "group": c.group[moves.holders],
             "query": self._query_mask(self.scenario.query, c)[moves.holders],
@@ -738,6 +745,20 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return _Moves(
             X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
         )
+
+    def _holders_favoured(
+        self, c: Cohort, favourable: np.ndarray, cut: float | None
+    ) -> np.ndarray:
+        """Whether this round's decision favours each person whose recourse succeeded
+        last round (`recourse_reliability`): those applying now as they were decided,
+        those who left as the rule would decide them (capacity: at the cut-off)."""
+        holders = self._holders
+        out = self._favoured(holders, cut)
+        if len(out) and len(c.person):
+            at = np.minimum(np.searchsorted(c.person, holders["person"]), len(c.person) - 1)
+            present = c.person[at] == holders["person"]
+            out[present] = favourable[at[present]]
+        return out
 
     def _carry_on(
         self,
@@ -949,6 +970,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._pool.set_state(_copy_tree(state["pool"]))
             self._cohort = self._pool.applicants()
             self._holders = {
+                "person": np.array(state["holders"]["person"], dtype=np.int64),
                 "report": np.array(state["holders"]["report"], dtype=np.float64),
                 "group": np.array(state["holders"]["group"], dtype=np.int64),
                 "query": np.array(state["holders"]["query"], dtype=bool),
@@ -983,6 +1005,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
 
 
+def _tie_key(p: np.ndarray) -> np.ndarray:
+    """Scores on the capacity rule's grid: equal keys are ties (`TIE_RESOLUTION`)."""
+    return np.floor(p * (1.0 / TIE_RESOLUTION))
+
+
 @dataclass
 class _Moves:
     """Step 3's outcome for a round's n applicants (see `RecourseEnv._individual_recourse`)."""
@@ -1002,7 +1029,12 @@ class _Moves:
 
 def _no_holders(d: int) -> dict[str, np.ndarray]:
     """Nobody whose recourse succeeded last round (round 1)."""
-    return {"report": np.zeros((0, d)), "group": np.zeros(0, np.int64), "query": np.zeros(0, bool)}
+    return {
+        "person": np.zeros(0, np.int64),
+        "report": np.zeros((0, d)),
+        "group": np.zeros(0, np.int64),
+        "query": np.zeros(0, bool),
+    }
 
 
 def _generator(bit_generator_state: dict) -> np.random.Generator:
