@@ -85,10 +85,11 @@ class Pool:
         return self.applicants()
 
     def applicants(self) -> Cohort:
-        """This round's applicants (people not away), as a cohort the env may not modify."""
+        """This round's applicants (people not away), as a cohort nobody modifies in place
+        (with nobody away, the pool itself: `advance` works on a copy)."""
         assert self.people is not None
         if not self.away.any():
-            return self.people.take(None)
+            return self.people
         return self.people.take(np.flatnonzero(self.away == 0))
 
     @property
@@ -120,33 +121,32 @@ class Pool:
         rules = self.rules
         applying = np.flatnonzero(self.away == 0)
         during = self.people
-        if not rules.persist:
-            leaving = np.ones(len(applying), bool)
-            kept = self.people.take(np.zeros(0, np.int64))
-            away = np.zeros(0, np.int64)
+        if not rules.persist:  # a fresh cohort: everyone goes, the newcomers are the pool
+            self.people = self._arrivals(world, rng, rules.newcomers, round_ + 1)
+            self.away = np.zeros(rules.newcomers, np.int64)
+            return self.people, Departures(np.ones(len(applying), bool), during)
+        people = self.people.take(None)
+        people.put(applying, after)
+        away = self.away.copy()
+        leaving = np.zeros(len(applying), bool)
+        if rules.return_after is None:
+            leaving |= favourable
         else:
-            people = self.people.take(None)
-            people.put(applying, after)
-            away = self.away.copy()
-            leaving = np.zeros(len(applying), bool)
-            if rules.return_after is None:
-                leaving |= favourable
-            else:
-                favoured = applying[favourable]
-                away[favoured] = rules.return_after
-                people.since[favoured] = round_ + rules.return_after
-                people.failed[favoured] = 0
-            if rules.max_rounds is not None:
-                leaving |= round_ + 1 - people.arrived[applying] >= rules.max_rounds
-            stay = np.ones(len(away), bool)
-            stay[applying[leaving]] = False
-            if rules.max_rounds is not None:  # people away count their time too
-                stay &= round_ + 1 - people.arrived < rules.max_rounds
-            kept = people.take(np.flatnonzero(stay))
-            away = np.maximum(away[stay] - 1, 0)
-            if rules.redraw_noise and len(kept.u):
-                kept.u = rng.random(len(kept.u))
-                kept.y0 = world.outcome(kept, kept.X, np.ones(len(kept.u), bool))
+            favoured = applying[favourable]
+            away[favoured] = rules.return_after
+            people.since[favoured] = round_ + rules.return_after
+            people.failed[favoured] = 0
+        if rules.max_rounds is not None:
+            leaving |= round_ + 1 - people.arrived[applying] >= rules.max_rounds
+        stay = np.ones(len(away), bool)
+        stay[applying[leaving]] = False
+        if rules.max_rounds is not None:  # people away count their time too
+            stay &= round_ + 1 - people.arrived < rules.max_rounds
+        kept = people.take(np.flatnonzero(stay))
+        away = np.maximum(away[stay] - 1, 0)
+        if rules.redraw_noise and len(kept.u):
+            kept.u = rng.random(len(kept.u))
+            kept.y0 = world.outcome(kept, kept.X, np.ones(len(kept.u), bool))
         arrivals = self._arrivals(world, rng, rules.newcomers, round_ + 1)
         self.people = Cohort.concat(kept, arrivals)
         self.away = np.concatenate([away, np.zeros(rules.newcomers, np.int64)])

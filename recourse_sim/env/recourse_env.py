@@ -746,9 +746,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
         )
 
-    def _holders_favoured(
-        self, c: Cohort, favourable: np.ndarray, cut: float | None
-    ) -> np.ndarray:
+    def _holders_favoured(self, c: Cohort, favourable: np.ndarray, cut: float | None) -> np.ndarray:
         """Whether this round's decision favours each person whose recourse succeeded
         last round (`recourse_reliability`): those applying now as they were decided,
         those who left as the rule would decide them (capacity: at the cut-off)."""
