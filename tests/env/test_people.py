@@ -13,6 +13,7 @@ from recourse_sim.env import RecourseEnv
 from recourse_sim.env.metrics import PEOPLE_COLUMNS
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import load_scenario
+from recourse_sim.simulate import read_people, simulate
 
 GERMAN = {"world__cohort_size": 120, "world__history_size": 300}
 
@@ -164,24 +165,30 @@ def test_a_pool_checkpoint_continues_identically():
     assert got == expected
 
 
-def test_paired_runs_draw_the_same_newcomers():
-    """The acceptance check: lending_german with seed 0, with the collective and without
-    (participation 0): the round-10 rows both runs drew as newcomers have the same ids
-    and true features."""
+def test_paired_runs_draw_the_same_newcomers(tmp_path):
+    """Acceptance: two runs of lending_german with seed 0, one with the collective's
+    participation set to 0, have identical person ids and true features in the rows of
+    people.csv of round 10 that both runs drew as newcomers; and every round's
+    model_accuracy is the agreement of favourable and true_favourable in people.csv."""
     runs, pools = [], []
-    for participation in (None, 0):
-        more = (
-            {}
-            if participation is None
-            else {"populations__women_borrowers__participation": participation}
+    for name, overrides in (
+        ("collective", []),
+        ("none", ["populations.women_borrowers.participation=0"]),
+    ):
+        scenario = load_scenario("lending_german", overrides)
+        metrics, _ = simulate(
+            scenario, rounds=10, seed=0, out=tmp_path / name, people=True, people_features=True
         )
-        env = RecourseEnv("lending_german", rounds=10, **more)
-        _, people = _play(env, 0, 10)
-        last = people[-1]
+        people = read_people(tmp_path / name)
+        everyone = metrics[metrics["group"] == "all"].set_index("round")["model_accuracy"]
+        agree = (people["favourable"] == people["true_favourable"]).groupby(people["round"]).mean()
+        pd.testing.assert_series_equal(everyone, agree, check_names=False, rtol=1e-9, atol=0)
+        last = people[people["round"] == 10]
         pools.append(set(last["person"]))
         runs.append(last[last["arrived"] == 10].reset_index(drop=True))
     assert pools[0] != pools[1]  # the collective changed who is still applying ...
     a, b = runs  # ... not who arrived
-    assert len(a) == len(b) > 0
+    assert len(a) == len(b) == 400
     features = [c for c in a.columns if c.startswith("feature_")]
+    assert len(features) == 13  # German credit's features
     pd.testing.assert_frame_equal(a[["person", *features]], b[["person", *features]])
