@@ -141,7 +141,7 @@ class RecourseParallelEnv(ParallelEnv):
             if mask.any():
                 got = favourable if spec.goal == env.favourable else proba.argmax(1) == spec.goal
                 stats = [got[mask].mean(), proba[mask, spec.goal].mean(), mask.mean()]
-                z = (c.X[mask].mean(0) - env._feature_mean) / env._feature_scale
+                z = (c.report[mask].mean(0) - env._feature_mean) / env._feature_scale
             else:
                 stats, z = [0.0, 0.0, 0.0], np.zeros(env.n_features)
             obs = np.concatenate([shared, stats, np.clip(z, -FEATURE_BOUND, FEATURE_BOUND)])
