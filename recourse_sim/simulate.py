@@ -45,7 +45,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -227,11 +227,19 @@ def _parse_metrics(text: str, columns: Sequence[tuple[str, str | None]] | None) 
 
 def read_metrics(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a ``metrics.csv`` written by `simulate` (a file or a run directory)."""
+    return _read_run_file(path, METRICS_FILE, lambda text: _parse_metrics(text, None))
+
+
+def _read_run_file(
+    path: str | os.PathLike[str], name: str, parse: Callable[[str], pd.DataFrame]
+) -> pd.DataFrame:
+    """Read run file `name` (a file or the run directory holding it) with `parse`;
+    DataError for a missing, unreadable, empty or malformed file."""
     from recourse_sim.errors import DataError
 
     path = Path(path)
     if path.is_dir():
-        path = path / METRICS_FILE
+        path = path / name
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
@@ -241,9 +249,9 @@ def read_metrics(path: str | os.PathLike[str]) -> pd.DataFrame:
     if not text.strip():
         raise DataError(f"{path} is empty (no round has completed)")
     try:
-        return _parse_metrics(text, None)
+        return parse(text)
     except ValueError as e:  # pandas' ParserError is a ValueError
-        raise DataError(f"{path} is not a readable metrics table: {e}") from e
+        raise DataError(f"{path} is not a readable {name} table: {e}") from e
 
 
 class _PeopleTable:
@@ -304,23 +312,7 @@ def _parse_people(text: str) -> pd.DataFrame:
 
 def read_people(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a ``people.csv`` written by `simulate` (a file or a run directory)."""
-    from recourse_sim.errors import DataError
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / PEOPLE_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DataError(f"{path} not found") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"cannot read {path}: {e}") from e
-    if not text.strip():
-        raise DataError(f"{path} is empty (no round has completed)")
-    try:
-        return _parse_people(text)
-    except ValueError as e:
-        raise DataError(f"{path} is not a readable people table: {e}") from e
+    return _read_run_file(path, PEOPLE_FILE, _parse_people)
 
 
 # --------------------------------------------------------------------------- helpers
