@@ -61,12 +61,17 @@ def effort_tolerance(spec, v: np.ndarray) -> np.ndarray:
     return spec.median * np.exp(spec.sigma * ndtri(v))
 
 
-def adapt(spec, result: IndividualResult, v: np.ndarray) -> IndividualResult:
+def adapt(
+    spec, result: IndividualResult, v: np.ndarray, enough: np.ndarray | None = None
+) -> IndividualResult:
     """The changes seekers make this round: each recourse δ scaled by min(``move``,
-    τ / cost(δ)), τ the person's effort tolerance (`effort_tolerance`; none: no cap).
-    Costs are norms, so a scaled change costs that share of cost(δ); it lies between x
-    and x + δ, so it stays in the (convex) action set."""
+    τ / cost(δ), `enough`), τ the person's effort tolerance (`effort_tolerance`; none: no
+    cap) and `enough` the share of δ that just gets the decision (``just_enough``; the
+    environment finds it). Costs are norms, so a scaled change costs that share of
+    cost(δ); it lies between x and x + δ, so it stays in the (convex) action set."""
     scale = np.full(len(result.cost), float(spec.move))
+    if enough is not None:
+        scale = np.minimum(scale, enough)
     if spec.tolerance is not None:
         tolerance = effort_tolerance(spec.tolerance, v)
         cost = result.cost

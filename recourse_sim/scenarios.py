@@ -572,16 +572,21 @@ class _Seekers(_Population):
     """How rejected people act on their recourse (recourse-game's adaptation types:
     participation α < 1 is its binary adaptation, `move` < 1 its continuous one).
 
-    A seeker's change is their recourse δ scaled by min(`move`, τ / cost(δ)): `move` of
-    the way, and never more than their own effort tolerance τ (drawn once per person
-    from `tolerance`, by the person's effort quantile; cost is a norm, so the scaled
-    change costs that share of cost(δ) and stays in the action set).
+    A seeker's change is their recourse δ scaled by min(`move`, τ / cost(δ), s*):
+    `move` of the way, never more than their own effort tolerance τ (drawn once per
+    person from `tolerance`, by the person's effort quantile; cost is a norm, so the
+    scaled change costs that share of cost(δ) and stays in the action set), and with
+    `just_enough` no further than s*, the least share of δ that gets this round's
+    favourable decision (found by bisection; all of δ when δ does not get it).
     """
 
     # when seekers are decided on their changed reports: again in this round, or when
     # they apply next round (needs people who stay: world.people, or the fico world)
     reapply: Literal["same_round", "next_round"] = "same_round"
     move: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0  # share of the way moved per round
+    # stop along the recourse where this round's decision flips (its threshold or cut-off
+    # score), as recourse-game's agents move to the threshold
+    just_enough: bool = False
     tolerance: Tolerance | None = None  # per-person effort tolerance (None: up to epsilon)
 
 

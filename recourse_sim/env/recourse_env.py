@@ -13,7 +13,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from recourse_sim.agents.social import recruit
-from recourse_sim.agents.strategies import Strategy, adapt, make_strategy
+from recourse_sim.agents.strategies import IndividualResult, Strategy, adapt, make_strategy
 from recourse_sim.env.metrics import RoundRecord, people_columns, round_metrics
 from recourse_sim.env.pool import Pool, pool_rules
 from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
@@ -29,6 +29,8 @@ PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
 # Capacity rule: P(favourable) scores closer than this are ties (broken by arrival).
 TIE_RESOLUTION = 1e-9
+# Bisection steps of ``just_enough`` (the share of the recourse to 2^-40).
+JUST_ENOUGH_STEPS = 40
 STATE_VERSION = 2
 
 _WARNED_PASSIVE: set[str] = set()
@@ -716,7 +718,18 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 continue
             seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
             found = s.act(learner, X_rep, seekers, self.favourable, self._stream_of(s))
-            res = adapt(s.spec, found, c.v)
+            enough = None
+            if s.spec.just_enough and found.tried.any():
+                enough = self._just_enough(X_rep, found.delta, found.tried, c.group, cut)
+                # rejected at the cut-off by a tie: nothing to move, so nobody tries
+                idle = found.tried & (enough == 0.0)
+                if idle.any():
+                    found = IndividualResult(
+                        np.where(idle[:, None], 0.0, found.delta),
+                        found.tried & ~idle,
+                        np.where(idle, 0.0, found.cost),
+                    )
+            res = adapt(s.spec, found, c.v, enough)
             acted |= res.tried
             if s.spec.reapply == "next_round":
                 later += res.delta
@@ -745,6 +758,35 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return _Moves(
             X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
         )
+
+    def _just_enough(
+        self,
+        X: np.ndarray,
+        delta: np.ndarray,
+        rows: np.ndarray,
+        group: np.ndarray,
+        cut: float | None,
+    ) -> np.ndarray:
+        """Per person, the least share s ∈ [0, 1] of their recourse δ with which this
+        round's decision rule favours x + s·δ (bisection to 2⁻⁴⁰; 0 for people it
+        favours as they are, who lost a tie at a capacity cut-off; 1 where all of δ does
+        not get it, and for the people not in `rows`)."""
+        enough = np.ones(len(X))
+        index = np.flatnonzero(rows)
+        x, d, g = X[index], delta[index], group[index]
+
+        def favoured(share: np.ndarray) -> np.ndarray:
+            return self._favoured({"report": x + share[:, None] * d, "group": g}, cut)
+
+        low, high = np.zeros(len(index)), np.ones(len(index))
+        reach, there = favoured(high), favoured(low)
+        for _ in range(JUST_ENOUGH_STEPS):
+            mid = 0.5 * (low + high)
+            got = favoured(mid)
+            high = np.where(got, mid, high)
+            low = np.where(got, low, mid)
+        enough[index] = np.where(there, 0.0, np.where(reach, high, 1.0))
+        return enough
 
     def _holders_favoured(self, c: Cohort, favourable: np.ndarray, cut: float | None) -> np.ndarray:
         """Whether this round's decision favours each person whose recourse succeeded
