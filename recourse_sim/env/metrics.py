@@ -164,21 +164,20 @@ class RoundRecord:
 
     def __post_init__(self) -> None:
         n = len(self.group)
-        defaults = {
-            "person": np.arange(n, dtype=np.int64),
-            "arrived": np.full(n, self.round, np.int64),
-            "waited": np.zeros(n, np.int64),
-            "failed": np.zeros(n, np.int64),
-            "leaving": np.ones(n, bool),
-            "pool_group": self.group,
-            "pool_query": self.query,
-            "holder_group": np.zeros(0, np.int64),
-            "holder_query": np.zeros(0, bool),
-            "holder_favoured": np.zeros(0, bool),
-        }
-        for name, value in defaults.items():
+        for name, make in (
+            ("person", lambda: np.arange(n, dtype=np.int64)),
+            ("arrived", lambda: np.full(n, self.round, np.int64)),
+            ("waited", lambda: np.zeros(n, np.int64)),
+            ("failed", lambda: np.zeros(n, np.int64)),
+            ("leaving", lambda: np.ones(n, bool)),
+            ("pool_group", lambda: self.group),
+            ("pool_query", lambda: self.query),
+            ("holder_group", lambda: np.zeros(0, np.int64)),
+            ("holder_query", lambda: np.zeros(0, bool)),
+            ("holder_favoured", lambda: np.zeros(0, bool)),
+        ):
             if getattr(self, name) is None:
-                setattr(self, name, value)
+                setattr(self, name, make())
 
 
 def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
@@ -302,12 +301,12 @@ def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
     n_neg = len(score) - n_pos
     if not n_pos or not n_neg:
         return None
-    # per distinct score, in increasing order: positives and negatives holding it
-    _, index = np.unique(score, return_inverse=True)
-    pos = np.bincount(index, weights=positive)
-    neg = np.bincount(index) - pos
-    below = np.cumsum(neg) - neg  # negatives scored lower than each distinct score
-    return float((pos @ (below + 0.5 * neg)) / (n_pos * n_neg))
+    # average ranks (1-based, ties sharing the mean of their ranks) of the positives
+    ordered = np.sort(score)
+    scores = score[positive]
+    ranks = np.searchsorted(ordered, scores, "left") + np.searchsorted(ordered, scores, "right")
+    # the sum of the positives' ranks minus its least value, over the pairs (halves exact)
+    return float((0.5 * (ranks.sum() + n_pos) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def _dissimilarity(group_rows: list[dict]) -> float:
