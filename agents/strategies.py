@@ -160,8 +160,11 @@ class Individual(Strategy):
         seekers: np.ndarray,
         goal: int,
         rng: np.random.Generator,
+        target: np.ndarray | None = None,
     ) -> IndividualResult:
-        """Each eligible seeker tries with probability α; returns their perturbations."""
+        """Each eligible seeker tries with probability α; returns their perturbations.
+        `target`: per person, the P(goal) this round's decision needs (None: the
+        argmax), which the ``min_cost`` objective aims at."""
         from recourse_sim.recourse.individual import individual_delta
 
         n = len(X)
@@ -175,6 +178,9 @@ class Individual(Strategy):
                 goal,
                 self.action_set,
                 method=self.spec.method,
+                objective=self.spec.objective,
+                target=None if target is None else np.asarray(target)[tried],
+                margin=self.spec.margin,
                 steps=self.spec.steps,
             )
             delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))
@@ -288,8 +294,10 @@ class GenreRecourse(Strategy):
         seekers: np.ndarray,
         goal: int,
         rng: np.random.Generator,
+        target: np.ndarray | None = None,
     ) -> IndividualResult:
-        """Each eligible seeker tries with probability α; returns their perturbations."""
+        """Each eligible seeker tries with probability α; returns their perturbations
+        (`target` as for `Individual.act`)."""
         n = len(X)
         tried = self.participants(seekers, rng)
         if self._due():
@@ -299,23 +307,37 @@ class GenreRecourse(Strategy):
             return IndividualResult(delta=delta, tried=np.zeros(n, bool), cost=cost)
         seed = int(rng.integers(2**63 - 1))
         if tried.any() and self.action_set.epsilon > 0:
-            res = self._recourse(learner, X[tried], goal, seed)
+            need = None
+            if self.spec.objective == "min_cost":
+                need = np.full(n, 0.5) if target is None else np.asarray(target, float)
+                need = need[tried] + self.spec.margin
+            res = self._recourse(learner, X[tried], goal, seed, need)
             delta[tried], cost[tried] = res.delta, res.cost
         return IndividualResult(delta=delta, tried=tried, cost=cost)
 
-    def _recourse(self, learner: Learner, X: np.ndarray, goal: int, seed: int):
+    def _recourse(self, learner: Learner, X: np.ndarray, goal: int, seed: int, need=None):
         """Best-of-k GenRe recourse for rows X (original units), projected into the
-        action set."""
+        action set: the sample the model scores highest, or with `need` (the P(goal)
+        each row's decision needs, ``min_cost``) the cheapest sample that gets the
+        decision, followed only as far as it takes (none where no sample gets it)."""
         from recourse_sim.recourse.genre import best_sample
+        from recourse_sim.recourse.individual import least_share
 
         Z = (X - self._centre) / self._scale
         samples = self.model.sample(
             Z, self.spec.samples, temperature=self.spec.temperature, random_state=seed
         )
         samples = samples * self._scale + self._centre
-        return best_sample(
-            X, samples, lambda rows: learner.predict_proba(rows)[:, goal], self.action_set
-        )
+
+        def score(rows: np.ndarray) -> np.ndarray:
+            return learner.predict_proba(rows)[:, goal]
+
+        res = best_sample(X, samples, score, self.action_set, need)
+        if need is None:
+            return res
+        share = least_share(lambda rows: score(rows) >= need, X, res.delta)
+        delta = np.where(res.success[:, None], share[:, None] * res.delta, 0.0)
+        return IndividualResult(delta=delta, tried=res.success, cost=self.action_set.cost(delta))
 
     def get_state(self) -> dict:
         state = {

@@ -211,7 +211,9 @@ def sweep(
     rows, previous = [], None
     for eps in sorted(eps_grid):
         action_set = ActionSet(X.shape[1], p=2, epsilon=eps)
-        ind = individual_recourse(learner, query[None], goal, action_set, state=honest, steps=steps)
+        ind = individual_recourse(
+            learner, query[None], goal, action_set, objective="budget", state=honest, steps=steps
+        )
         # continuation in ε: the solution for the last (smaller) budget is feasible for
         # this one, so the collective loss cannot rise with ε (as the optimum cannot)
         col = collective_recourse(

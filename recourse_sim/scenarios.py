@@ -588,6 +588,12 @@ class _Seekers(_Population):
     # score), as recourse-game's agents move to the threshold
     just_enough: bool = False
     tolerance: Tolerance | None = None  # per-person effort tolerance (None: up to epsilon)
+    # min_cost: the least-cost change in the action set that gets this round's favourable
+    # decision (none if it costs more than epsilon); budget: the change within epsilon that
+    # maximises the favourable probability (OAR Eq. 2), whatever it costs
+    objective: Literal["min_cost", "budget"] = "min_cost"
+    # min_cost: clear the decision's score by this much probability (robust to small noise)
+    margin: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
 
 
 class IndividualPopulation(_Seekers):

@@ -99,6 +99,8 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
         strategy=strategy,
         participation=participation,
         method="pgd",
+        objective="min_cost",
+        margin=0.0,
         steps=10,
         horizon=1,
         solver="pgd",
@@ -108,12 +110,19 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(action_sets(3), st.integers(0, 10**6), st.floats(0.0, 1.0))
-def test_every_population_strategy_stays_in_its_action_set(action_set, seed, share):
+@given(
+    action_sets(3),
+    st.integers(0, 10**6),
+    st.floats(0.0, 1.0),
+    st.sampled_from(["min_cost", "budget"]),
+)
+def test_every_population_strategy_stays_in_its_action_set(action_set, seed, share, objective):
     X, y, model = _problem(seed)
     rng = np.random.default_rng(seed)
     mask = rng.random(len(X)) < share
-    individual = make_strategy("seekers", _spec("individual", share), action_set)
+    spec = _spec("individual", share)
+    spec.objective = objective
+    individual = make_strategy("seekers", spec, action_set)
     delta = individual.act(model, X, mask, 1, rng).delta
     assert action_set.contains(X, delta).all()
     assert np.all(delta[~mask] == 0)

@@ -42,6 +42,8 @@ def test_just_enough_stops_where_the_decision_flips(rule):
     proba, favourable = env._honest_decisions(c)
     cut = env._capacity_cut(proba, favourable)
     strategy = env.strategies[0]
+    # the whole budget's recourse, of which just enough is taken
+    strategy.spec = strategy.spec.model_copy(update={"objective": "budget"})
     seekers = ~favourable
     found = strategy.act(env.learner, c.report, seekers, 1, np.random.default_rng(0))
     share = env._just_enough(c.report, found.delta, found.tried, c.group, cut)

@@ -19,12 +19,16 @@ Every row (each group, ``query``, ``all``) has:
   recourse)
 - ``acceptance_rate_before``: share given it on the reports they applied with, before
   this round's individual recourse
-- ``n_seekers``: people whose application used recourse: they changed their reports this
-  round and were decided again (``reapply: same_round``), or apply with the reports
-  their recourse moved last round (``next_round``)
+- ``n_seekers``: people whose application used recourse: they sought it this round and
+  were decided again (``reapply: same_round``), or apply with what their recourse of
+  last round left them (``next_round``); under ``objective: min_cost`` this includes
+  those whose recourse would cost more than ε (they change nothing), but not people
+  already at a capacity cut-off who lost the tie (nothing to move)
 - ``recourse_success_rate``: share of the seekers given the favourable decision (0 if
   none)
-- ``mean_cost``: mean cost of the seekers' changes (cost units; 0 if none)
+- ``mean_cost``: mean cost of the seekers' changes (cost units; 0 if none). Under
+  ``objective: min_cost`` a seeker whose decision cannot be reached within ε changes
+  nothing and counts with cost 0
 - ``true_outcome_rate``: share whose true outcome is favourable (success, repayment), at
   their true features after this round's recourse
 - ``model_accuracy``: share whose final decision agrees with their true outcome:

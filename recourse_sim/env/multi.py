@@ -73,7 +73,7 @@ class RecourseParallelEnv(ParallelEnv):
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "recourse_sim_collectives_v0",
-        "render_modes": ["ansi"],
+        "render_modes": RecourseEnv.metadata["render_modes"],
         "is_parallelizable": True,
     }
 

@@ -16,11 +16,13 @@ from recourse_sim.agents.social import recruit
 from recourse_sim.agents.strategies import IndividualResult, Strategy, adapt, make_strategy
 from recourse_sim.env.metrics import RoundRecord, people_columns, round_metrics
 from recourse_sim.env.pool import Pool, pool_rules
+from recourse_sim.env.rendering import Window, draw_frame, has_display
 from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.recourse import ActionSet
+from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
 
 # Observation scaling: parameters enter as sign(θ)·log(1 + |θ|) (finite, monotone, and
@@ -29,8 +31,6 @@ PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
 # Capacity rule: P(favourable) scores closer than this are ties (broken by arrival).
 TIE_RESOLUTION = 1e-9
-# Bisection steps of ``just_enough`` (the share of the recourse to 2^-40).
-JUST_ENOUGH_STEPS = 40
 STATE_VERSION = 2
 
 _WARNED_PASSIVE: set[str] = set()
@@ -173,7 +173,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
       (default ``school_assignment``).
     * ``**overrides``: scenario fields to change, as keyword arguments with ``__`` for
       the dots of a dotted key (``learner__update_rule="refit"``).
-    * ``render_mode``: ``None`` or ``"ansi"`` (a text summary of the last round).
+    * ``render_mode``: ``None``, ``"ansi"`` (a text summary of the last round),
+      ``"rgb_array"`` (an RGB frame of the dynamics so far, drawn off-screen: what
+      video recorders and SB3's ``make_vec_env`` ask for) or ``"human"`` (the same frame
+      in a window, updated every step; needs a display).
     * ``warn_passive``: warn (when the first environment of the scenario is made in a
       process) if the scenario has no controlled population, so that the action is
       ignored; the registered ``-v0`` IDs set it.
@@ -195,7 +198,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
       ``Recourse-v0`` with a scenario that has no controlled population.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    # "human" only where a window can open (checkers try every listed mode)
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "rgb_array", *(["human"] if has_display() else [])],
+        "render_fps": 4,
+    }
     # the action drives one controlled population (the multi-agent env lifts this)
     _single_controlled: ClassVar[bool] = True
 
@@ -206,11 +213,17 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         warn_passive: bool = False,
         **overrides: Any,
     ):
+        if render_mode == "human" and not has_display():
+            raise ConfigError(
+                "render_mode='human' needs a display (none found: DISPLAY is not set); "
+                "use render_mode='rgb_array' for frames without one"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"render_mode={render_mode!r} is not one of {self.metadata['render_modes']}"
             )
         self.render_mode = render_mode
+        self._window: Window | None = None
         dotted = {k.replace("__", "."): v for k, v in overrides.items()}
         if scenario is None:
             scenario = "school_assignment"
@@ -293,6 +306,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._round = 0
         self._cohort: Cohort | None = None
         self._last_metrics: list[dict] = []
+        self._history: list[list[dict]] = []  # every round's metrics (rgb_array frames)
         self._kept_decisions: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
     # -- construction helpers ------------------------------------------------------------
@@ -430,6 +444,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "query_acceptance": np.zeros(1),
         }
         self._last_metrics = []
+        self._history = []
         return self._observation(), {"round": 0, "scenario": self.scenario.name}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -585,6 +600,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "query_acceptance": np.array([metrics[G]["acceptance_rate"]]),
         }
         self._last_metrics = metrics
+        if self.render_mode in ("rgb_array", "human"):
+            self._history.append(metrics)
         self._last_record = record
         self._round += 1
         self._cohort = next_cohort
@@ -600,9 +617,19 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             },
             "collectives": collectives,
         }
+        if self.render_mode == "human":
+            self.render()
         return self._observation(), float(reward), terminated, truncated, info
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode in ("rgb_array", "human"):
+            frame = draw_frame(self.scenario.name, self._history, self.scenario.rounds)
+            if self.render_mode == "rgb_array":
+                return frame
+            if self._window is None:
+                self._window = Window(self.scenario.name)
+            self._window.show(frame)
+            return None
         if self.render_mode != "ansi":
             return None
         if not self._last_metrics:
@@ -614,6 +641,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 f"true outcome {m['true_outcome_rate']:.3f}  seekers {m['n_seekers']}"
             )
         return "\n".join(lines) + "\n"
+
+    def close(self) -> None:
+        if self._window is not None:
+            self._window.close()
+            self._window = None
 
     # -- one round's pieces ----------------------------------------------------------------
     def _decide(self, proba: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -638,13 +670,29 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             ties = np.flatnonzero(key == cut)
             out[ties[: places - np.count_nonzero(out)]] = True
             return out
+        return p >= self._thresholds(group)
+
+    def _thresholds(self, group: np.ndarray) -> np.ndarray:
+        """Per person, the P(favourable) a threshold rule needs (``threshold`` with its
+        per-group values, or PARE's)."""
+        rule = self.scenario.decision
         if rule.rule == "pare":
-            return p >= self._pare["decision_threshold"]
-        threshold = np.full(len(p), rule.threshold)
+            return np.full(len(group), self._pare["decision_threshold"])
+        threshold = np.full(len(group), rule.threshold)
         for g, label in enumerate(self.group_labels):
             if label in rule.group_thresholds:
                 threshold[group == g] = rule.group_thresholds[label]
-        return p >= threshold
+        return threshold
+
+    def _needed(self, group: np.ndarray, cut: float | None) -> np.ndarray | None:
+        """Per person, the P(favourable) this round's decision needs, which min-cost
+        recourse aims at: the threshold, or under ``capacity`` the round's cut-off score;
+        None under ``argmax``."""
+        if cut is not None:
+            return np.full(len(group), cut)
+        if self.scenario.decision.rule == "argmax":
+            return None
+        return self._thresholds(group)
 
     def _query_mask(self, spec: QuerySpec, c: Cohort) -> np.ndarray:
         mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
@@ -717,18 +765,29 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             if s.stage != "decision" or (next_round_only and s.spec.reapply != "next_round"):
                 continue
             seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
-            found = s.act(learner, X_rep, seekers, self.favourable, self._stream_of(s))
-            enough = None
-            if s.spec.just_enough and found.tried.any():
-                enough = self._just_enough(X_rep, found.delta, found.tried, c.group, cut)
+            found = s.act(
+                learner,
+                X_rep,
+                seekers,
+                self.favourable,
+                self._stream_of(s),
+                target=self._needed(c.group, cut),
+            )
+            if cut is not None and found.tried.any():
                 # rejected at the cut-off by a tie: nothing to move, so nobody tries
-                idle = found.tried & (enough == 0.0)
+                rows = np.flatnonzero(found.tried)
+                there = self._favoured({"report": X_rep[rows], "group": c.group[rows]}, cut)
+                idle = np.zeros(n, bool)
+                idle[rows[there]] = True
                 if idle.any():
                     found = IndividualResult(
                         np.where(idle[:, None], 0.0, found.delta),
                         found.tried & ~idle,
                         np.where(idle, 0.0, found.cost),
                     )
+            enough = None
+            if s.spec.just_enough and found.tried.any():
+                enough = self._just_enough(X_rep, found.delta, found.tried, c.group, cut)
             res = adapt(s.spec, found, c.v, enough)
             acted |= res.tried
             if s.spec.reapply == "next_round":
@@ -768,24 +827,17 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         cut: float | None,
     ) -> np.ndarray:
         """Per person, the least share s ∈ [0, 1] of their recourse δ with which this
-        round's decision rule favours x + s·δ (bisection to 2⁻⁴⁰; 0 for people it
-        favours as they are, who lost a tie at a capacity cut-off; 1 where all of δ does
-        not get it, and for the people not in `rows`)."""
+        round's decision rule favours x + s·δ (`least_share`; 0 for people it favours as
+        they are, who lost a tie at a capacity cut-off; 1 where all of δ does not get
+        it, and for the people not in `rows`)."""
         enough = np.ones(len(X))
         index = np.flatnonzero(rows)
-        x, d, g = X[index], delta[index], group[index]
+        g = group[index]
 
-        def favoured(share: np.ndarray) -> np.ndarray:
-            return self._favoured({"report": x + share[:, None] * d, "group": g}, cut)
+        def favoured(reports: np.ndarray) -> np.ndarray:
+            return self._favoured({"report": reports, "group": g}, cut)
 
-        low, high = np.zeros(len(index)), np.ones(len(index))
-        reach, there = favoured(high), favoured(low)
-        for _ in range(JUST_ENOUGH_STEPS):
-            mid = 0.5 * (low + high)
-            got = favoured(mid)
-            high = np.where(got, mid, high)
-            low = np.where(got, low, mid)
-        enough[index] = np.where(there, 0.0, np.where(reach, high, 1.0))
+        enough[index] = least_share(favoured, X[index], delta[index])
         return enough
 
     def _holders_favoured(self, c: Cohort, favourable: np.ndarray, cut: float | None) -> np.ndarray:
@@ -1041,6 +1093,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                         f"checkpoint state of population {s.population!r} is corrupt: {exc}"
                     ) from None
             self._last_metrics = []
+            self._history = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
 

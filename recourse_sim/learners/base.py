@@ -171,6 +171,12 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         loss then moves along this fixed direction, and a lower loss is a larger margin."""
         return None
 
+    def goal_margin(self, state: State, X: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
+        """The margin of `goal_margin_coef` at each row of X, (n,) float64: the goal's
+        log-odds log p(goal | x) − log p(other | x), so p(goal | x) ≥ t exactly where it
+        is ≥ logit(t). None where `goal_margin_coef` is None."""
+        return None
+
     # -- scikit-learn surface ------------------------------------------------------
     def fit(self, X, y) -> Learner:
         """Fit from scratch on (X, y); y holds class indices 0..k-1."""

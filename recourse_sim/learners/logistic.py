@@ -315,6 +315,12 @@ class LogisticRegression(Learner):
         c = coef[0] / _numpy(state["x_scale"]) if "x_scale" in state else coef[0]
         return np.where(goal[:, None] == 1, c, -c)
 
+    def goal_margin(self, state: State, X: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
+        if _numpy(state["coef"]).shape[0] != 1:
+            return None
+        logit = self._logits_np(state, np.asarray(X, dtype=np.float64))[:, 0]
+        return np.where(goal == 1, logit, -logit)
+
     def _design(self, X: torch.Tensor) -> torch.Tensor:
         """X with a column of ones appended when there is an intercept."""
         if not self.fit_intercept:

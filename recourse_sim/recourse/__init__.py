@@ -5,7 +5,11 @@ from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.baselines import growing_spheres, nearest_neighbour_recourse
 from recourse_sim.recourse.collective import CollectiveResult, collective_recourse
 from recourse_sim.recourse.genre import GenRe, PairingDistribution, pairing_distribution
-from recourse_sim.recourse.individual import RecourseResult, individual_recourse
+from recourse_sim.recourse.individual import (
+    RecourseResult,
+    cheapest_linear_recourse,
+    individual_recourse,
+)
 from recourse_sim.recourse.ross import (
     PareThreshold,
     binomial_error_budget,
@@ -25,6 +29,7 @@ __all__ = [
     "PareThreshold",
     "RecourseResult",
     "binomial_error_budget",
+    "cheapest_linear_recourse",
     "collective_recourse",
     "growing_spheres",
     "individual_recourse",

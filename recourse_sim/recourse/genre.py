@@ -90,12 +90,18 @@ def score_function(classifier) -> ScoreFn:
 
 
 def best_sample(
-    X: np.ndarray, samples: np.ndarray, classifier, action_set: ActionSet | None = None
+    X: np.ndarray,
+    samples: np.ndarray,
+    classifier,
+    action_set: ActionSet | None = None,
+    need: np.ndarray | None = None,
 ) -> RecourseResult:
     """Of the k candidate recourse instances ``samples`` (n, k, d) of each row of X, the
     one the classifier scores highest (see `score_function`); with `action_set`, each
     change x⁺ − x is projected onto it first and ``cost`` is the action set's cost,
-    else the ℓ1 norm of the change."""
+    else the ℓ1 norm of the change. With `need` (n,), the score each row's decision
+    needs, the cheapest candidate that reaches it instead (the highest-scoring where
+    none does), and success is reaching it."""
     n, k, d = samples.shape
     delta = samples - X[:, None, :]
     if action_set is not None:
@@ -107,13 +113,19 @@ def best_sample(
     score_fn = score_function(classifier)
     scores = score_fn((X[:, None, :] + delta).reshape(n * k, d)).reshape(n, k)
     best = scores.argmax(1)
+    if need is not None:
+        flat = delta.reshape(n * k, d)
+        costs = np.asarray(action_set.cost(flat)) if action_set is not None else np.abs(flat).sum(1)
+        enough = scores >= np.asarray(need)[:, None]
+        cheapest = np.where(enough, costs.reshape(n, k), np.inf).argmin(1)
+        best = np.where(enough.any(1), cheapest, best)
     delta = delta[np.arange(n), best]
     score = scores[np.arange(n), best]
     cost = np.asarray(action_set.cost(delta)) if action_set is not None else np.abs(delta).sum(1)
     return RecourseResult(
         delta=delta,
         loss=-np.log(np.clip(score, 1e-300, None)),
-        success=score > 0.5,
+        success=score > 0.5 if need is None else score >= need,
         cost=cost,
     )
 

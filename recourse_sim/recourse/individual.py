@@ -11,6 +11,17 @@ returned perturbation is feasible:
   loss ∇ₓℓ(f(x), goal)ᵀδ. Closed form for the box intersected with the ℓ∞ or ℓ1 ball,
   a one-dimensional multiplier search for the ℓ2 ball; ``solver="highs"`` solves the
   same linear program with `scipy.optimize.linprog` (p ∈ {1, ∞}, one LP per row).
+
+Two objectives. ``"budget"`` (OAR Eq. 2) is the above: the best goal loss within ε,
+whatever part of ε that takes. ``"min_cost"`` is recourse as the recourse literature
+defines it (Ustun et al., Wachter et al., Ross et al., DiCE): the least-cost action that
+gets the goal *decision*: p(goal | x + δ) ≥ a target probability (the deployed rule's
+threshold or cut-off score), or the argmax. For a binary linear model it is solved
+exactly (`cheapest_linear_recourse`: a knapsack for p = 1, the breakpoints of a
+piecewise-linear multiplier path for p ∈ {2, ∞}); for other models each method's own
+path is followed from x and stopped at the first point that gets the decision (a
+bisection on the step that crosses it): PGD's and Wachter's iterates, or the segment
+from x to the linear method's δ*.
 """
 
 from __future__ import annotations
@@ -26,6 +37,9 @@ from recourse_sim.learners.base import Learner, State, as_tensor
 from recourse_sim.recourse.action_set import ActionSet, budget_excess, feasible_root
 
 METHODS = ("pgd", "wachter", "linear")
+OBJECTIVES = ("budget", "min_cost")
+# bisection steps along a segment to the decision boundary (the share to 2^-40)
+BOUNDARY_STEPS = 40
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,9 @@ def individual_recourse(
     action_set: ActionSet,
     method: str = "pgd",
     *,
+    objective: str = "budget",
+    target=None,
+    margin: float = 0.0,
     state: State | None = None,
     steps: int = 100,
     step_size: float | None = None,
@@ -59,23 +76,40 @@ def individual_recourse(
 ) -> RecourseResult:
     """Recourse for every row of X towards `goal` (an int or one int per row).
 
+    `objective`: ``"budget"`` (the lowest goal loss within ε, OAR Eq. 2) or
+    ``"min_cost"`` (the least-cost action that gets the goal decision; where none costs
+    ε or less, δ = 0 and success is False). The goal decision is p(goal | x + δ) ≥
+    `target` + `margin` (`target`: a probability, or one per row, e.g. the deployed
+    rule's threshold or the round's cut-off score), or with `target` None the argmax,
+    ahead of every other class by `margin`; `success` reports it for both objectives.
     `state` defaults to the learner's current parameters. `steps` and `step_size` (cost
     per step, default 2.5·ε/steps as in Madry et al.'s PGD) drive "pgd" and "wachter"; `lam` is
     Wachter's cost weight λ; `solver` ("closed_form" or "highs") is for "linear".
     """
     X_np, goal_np, state = _checked(learner, X, goal, action_set, method, steps, state)
+    need = _needed(objective, target, margin, len(X_np))
     delta = _recourse_delta(
-        learner, state, X_np, goal_np, action_set, method, steps, step_size, lam, solver
+        learner,
+        state,
+        X_np,
+        goal_np,
+        action_set,
+        method,
+        steps,
+        step_size,
+        lam,
+        solver,
+        objective,
+        need,
+        margin,
     )
     Xt, goal_t, delta_t = torch.from_numpy(X_np), torch.from_numpy(goal_np), torch.from_numpy(delta)
     with torch.no_grad():
-        Xd = Xt + delta_t
-        loss = goal_loss(learner, state, Xd, goal_t)
-        success = learner.proba_fn(state, Xd).argmax(1) == goal_t
+        loss = goal_loss(learner, state, Xt + delta_t, goal_t)
     return RecourseResult(
         delta=delta,
         loss=loss.numpy(),
-        success=success.numpy(),
+        success=_decided(learner, state, X_np + delta, goal_np, need, margin),
         cost=np.asarray(action_set.cost(delta)),
     )
 
@@ -87,6 +121,9 @@ def individual_delta(
     action_set: ActionSet,
     method: str = "pgd",
     *,
+    objective: str = "budget",
+    target=None,
+    margin: float = 0.0,
     state: State | None = None,
     steps: int = 100,
     step_size: float | None = None,
@@ -98,9 +135,52 @@ def individual_delta(
     x + δ, and the "pgd" descent on a learner with a closed-form gradient never enters
     torch."""
     X_np, goal_np, state = _checked(learner, X, goal, action_set, method, steps, state)
+    need = _needed(objective, target, margin, len(X_np))
     return _recourse_delta(
-        learner, state, X_np, goal_np, action_set, method, steps, step_size, lam, solver
+        learner,
+        state,
+        X_np,
+        goal_np,
+        action_set,
+        method,
+        steps,
+        step_size,
+        lam,
+        solver,
+        objective,
+        need,
+        margin,
     )
+
+
+def _needed(objective: str, target, margin: float, n: int) -> np.ndarray | None:
+    """The goal probability each row's decision needs, target + margin, (n,) float64
+    (+inf: unreachable, e.g. a cut-off nobody made); None for the argmax."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective={objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if not (0.0 <= margin < 1.0):
+        raise ConfigError(f"margin must be in [0, 1), got {margin!r}")
+    if target is None:
+        return None
+    t = np.asarray(target, dtype=np.float64)
+    if t.ndim > 1 or (t.ndim == 1 and len(t) != n):
+        raise ConfigError(f"target has shape {t.shape}, expected a number or {n} numbers")
+    if np.isnan(t).any() or (t < 0).any():
+        raise ConfigError("target must be probabilities >= 0 (+inf: unreachable)")
+    return np.broadcast_to(t + margin, (n,)).astype(np.float64)
+
+
+def _decided(learner, state, X: np.ndarray, goal: np.ndarray, need, margin: float) -> np.ndarray:
+    """Whether the goal decision holds at each row of X (see `individual_recourse`)."""
+    with torch.no_grad():
+        proba = learner.proba_fn(state, torch.from_numpy(X)).numpy()
+    rows = np.arange(len(X))
+    p_goal = proba[rows, goal]
+    if need is not None:
+        return p_goal >= need
+    others = proba.copy()
+    others[rows, goal] = -np.inf
+    return (proba.argmax(1) == goal) & (p_goal - others.max(1) >= margin)
 
 
 def _checked(learner, X, goal, action_set, method, steps, state):
@@ -123,56 +203,261 @@ def _checked(learner, X, goal, action_set, method, steps, state):
 
 
 def _recourse_delta(
-    learner, state, X, goal, action_set, method, steps, step_size, lam, solver
+    learner,
+    state,
+    X,
+    goal,
+    action_set,
+    method,
+    steps,
+    step_size,
+    lam,
+    solver,
+    objective="budget",
+    need=None,
+    margin=0.0,
 ) -> np.ndarray:
     """δ of `individual_recourse` for `_checked` arguments."""
-    if method == "linear":
-        delta = linear_recourse(
+    if objective == "min_cost":
+        return _min_cost_delta(
             learner,
             state,
-            torch.from_numpy(X),
-            torch.from_numpy(goal),
+            X,
+            goal,
             action_set,
-            solver=solver,
+            method,
+            steps,
+            step_size,
+            lam,
+            solver,
+            need,
+            margin,
         )
-        return delta.numpy()
+    if method == "linear":
+        return _linear_delta(learner, state, X, goal, action_set, solver)
     return _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
 
 
-def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam) -> np.ndarray:
-    """Projected steepest descent of each row's objective, keeping its best iterate.
+def _linear_delta(learner, state, X, goal, action_set, solver) -> np.ndarray:
+    """Ross et al.'s δ* on numpy arrays."""
+    delta = linear_recourse(
+        learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, solver=solver
+    )
+    return delta.numpy()
 
-    "pgd" descends the goal loss, "wachter" the goal loss + λ·cost. The loop runs on
-    numpy (X, goal: float64 and int64 arrays); the gradient comes from the learner's
-    closed form where it has one (pgd), else from autograd through `proba_fn`. Where
-    the goal loss falls as a linear margin rises (`Learner.goal_margin_coef`), "pgd"
-    needs no gradient at all: its normalised direction is the margin's, the same at
-    every iterate, and its best iterate is the one of largest margin."""
-    eps = float(action_set.epsilon)
-    step = step_size if step_size is not None else 2.5 * max(eps, 1e-12) / steps
-    project = action_set.projection(X)  # the same rows throughout the descent
-    objective = None
+
+def _min_cost_delta(
+    learner, state, X, goal, action_set, method, steps, step_size, lam, solver, need, margin
+) -> np.ndarray:
+    """The cheapest δ that gets the goal decision (0 where none within ε): exact for a
+    binary linear model, else the first point of the method's path that gets it."""
+    value = learner.goal_margin(state, X, goal)
+    if value is not None:
+        # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
+        # classes ahead by `margin` is q = (1 + margin) / 2
+        q = np.full(len(X), (1.0 + margin) / 2) if need is None else need
+        with np.errstate(divide="ignore", over="ignore"):
+            required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
+        gap = required - value
+        # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
+        gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
+        coef = learner.goal_margin_coef(state, goal)
+        with np.errstate(invalid="ignore"):
+            delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
+        ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
+        return np.where(ok[:, None], delta, 0.0)
+
+    def decided(Xd: np.ndarray) -> np.ndarray:
+        return _decided(learner, state, Xd, goal, need, margin)
+
+    if method == "linear":
+        start, step = np.zeros_like(X), _linear_delta(learner, state, X, goal, action_set, solver)
+        crossed = decided(X + step)
+    else:
+        start, step, crossed = _crossing(
+            learner, state, X, goal, action_set, method, steps, step_size, lam, decided
+        )
+    share = least_share(decided, X + start, step)
+    there = crossed | decided(X)
+    return np.where(there[:, None], start + share[:, None] * step, 0.0)
+
+
+def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):
+    """Per row, the least share s ∈ [0, 1] of δ with which `decided(X + s·δ)` holds,
+    by bisection to 2^-steps from the side where it holds (`decided`: rows → bool mask,
+    monotone along each segment); 0 where X itself is decided, 1 where X + δ is not."""
+    low, high = np.zeros(len(X)), np.ones(len(X))
+    there, reach = decided(X), decided(X + delta)
+    for _ in range(steps):
+        mid = 0.5 * (low + high)
+        got = decided(X + mid[:, None] * delta)
+        high = np.where(got, mid, high)
+        low = np.where(got, low, mid)
+    return np.where(there, 0.0, np.where(reach, high, 1.0))
+
+
+def _crossing(learner, state, X, goal, action_set, method, steps, step_size, lam, decided):
+    """The step of the method's descent path on which each row first gets the decision:
+    (its start δ, the step, whether the path gets there at all; zeros where not)."""
+    start, step = np.zeros_like(X), np.zeros_like(X)
+    crossed = decided(X)  # (nothing to cross)
+    previous = None
+    for delta, _ in _iterates(learner, state, X, goal, action_set, method, steps, step_size, lam):
+        if previous is not None:
+            now = ~crossed & decided(X + delta)
+            start[now], step[now] = previous[now], (delta - previous)[now]
+            crossed |= now
+            if crossed.all():
+                break
+        previous = delta
+    return start, step, crossed
+
+
+def _step(action_set: ActionSet, steps: int, step_size: float | None) -> float:
+    """The descent's cost per step: `step_size`, by default 2.5·ε/steps (Madry et al.)."""
+    return step_size if step_size is not None else 2.5 * max(action_set.epsilon, 1e-12) / steps
+
+
+def _descent(learner, state, X, goal, action_set, method, steps, step_size, lam) -> np.ndarray:
+    """Each row's best iterate of `_iterates` (lowest objective). Where the goal loss
+    falls as a linear margin rises (`Learner.goal_margin_coef`), "pgd" needs no gradient
+    at all: its direction is the margin's, and its best iterate is the one of largest
+    margin."""
     if method == "pgd":
         coef = learner.goal_margin_coef(state, goal)
         if coef is not None:
-            return _margin_descent(project, coef, action_set, steps, step)
-        objective = _closed_form_objective(learner, state, X, goal)
+            project = action_set.projection(X)
+            return _margin_descent(
+                project, coef, action_set, steps, _step(action_set, steps, step_size)
+            )
+    best = np.zeros_like(X)
+    best_obj = np.full(len(X), np.inf)
+    for delta, obj in _iterates(learner, state, X, goal, action_set, method, steps, step_size, lam):
+        improved = obj < best_obj
+        best_obj = np.where(improved, obj, best_obj)
+        best = np.where(improved[:, None], delta, best)
+    return best
+
+
+def _iterates(learner, state, X, goal, action_set, method, steps, step_size, lam):
+    """Projected steepest descent of each row's objective: yields (δ, objective) for
+    δ₀ = 0, δ₁, …, δ_steps. "pgd" descends the goal loss, "wachter" the goal loss +
+    λ·cost. The loop runs on numpy (X, goal: float64 and int64 arrays); the gradient
+    comes from the learner's closed form where it has one (pgd), else from autograd
+    through `proba_fn`."""
+    step = _step(action_set, steps, step_size)
+    project = action_set.projection(X)  # the same rows throughout the descent
+    objective = _closed_form_objective(learner, state, X, goal) if method == "pgd" else None
     if objective is None:
         objective = _autograd_objective(
             learner, state, torch.from_numpy(X), torch.from_numpy(goal), action_set, method, lam
         )
     delta = np.zeros_like(X)
-    best = delta
-    best_obj = np.full(len(X), np.inf)
     for i in range(steps + 1):
         obj, grad = objective(delta)
-        improved = obj < best_obj
-        best_obj = np.where(improved, obj, best_obj)
-        best = np.where(improved[:, None], delta, best)
-        if i == steps:
-            break
-        delta = project(delta - step * _steepest(grad, action_set))
-    return best
+        yield delta, obj
+        if i < steps:
+            delta = project(delta + step * _steepest(-grad, action_set, project.box, delta))
+
+
+def cheapest_linear_recourse(
+    coef: np.ndarray, gap: np.ndarray, X: np.ndarray, action_set: ActionSet
+) -> tuple[np.ndarray, np.ndarray]:
+    """min ‖w ⊙ δ‖_p subject to c·δ ≥ gap and δ in the action set's box at x, per row,
+    exactly (`coef` c: (n, d); `gap`: (n,), ≤ 0 needs nothing). Returns (δ, reachable):
+    where no δ in the box reaches the gap at any cost, δ is the box corner of largest
+    c·δ and reachable is False. The ε-ball is not imposed: the caller compares the cost.
+
+    Free features (w = 0) are spent first, just as far as needed. For the rest, p = 1 is
+    a fractional knapsack (best gain per unit cost first); for p ∈ {2, ∞} the optimum is
+    δ(t) = clip(t·a, lo, hi) with a = c / w² (p = 2, the KKT point) or sign(c) / w
+    (p = ∞, every unsaturated feature at the same cost t), for the t at which c·δ(t)
+    reaches the gap; c·δ(t) is piecewise linear in t with a breakpoint where each feature
+    reaches its box end, so t is found exactly between two sorted breakpoints."""
+    c = np.asarray(coef, dtype=np.float64)
+    gap = np.asarray(gap, dtype=np.float64)
+    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
+    corner = np.where(c > 0, hi, np.where(c < 0, lo, 0.0))  # the box end that gains
+    n = len(c)
+    w = action_set.weights_
+    free = w == 0
+    delta = np.zeros_like(c)
+    todo = gap > 0
+    # free features: their whole gain costs nothing
+    gain_free = (c * corner)[:, free].sum(1)
+    enough_free = todo & (gain_free >= gap)
+    if free.any() and todo.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(np.isfinite(gain_free), gap / gain_free, 0.0)
+        part = np.where(free, corner * share[:, None], 0.0)
+        # an unbounded free feature: move it alone, exactly as far as needed
+        unbounded = free & np.isinf(corner)
+        lone = enough_free & unbounded.any(1)
+        j = np.argmax(unbounded, 1)
+        part[lone] = 0.0
+        part[lone, j[lone]] = gap[lone] / c[lone, j[lone]]
+        delta = np.where(enough_free[:, None], part, np.where(free & todo[:, None], corner, 0.0))
+    rest = todo & ~enough_free
+    residual = gap - np.where(free.any(), gain_free, 0.0)
+    priced = ~free & (c != 0)
+    if action_set.p == 1:
+        gain, move = _knapsack(c, corner, w, priced, residual)
+    else:
+        gain, move = _breakpoints(c, corner, w, priced, residual, action_set.p)
+    reachable = ~todo | enough_free | (gain >= residual)
+    delta = np.where((rest & reachable)[:, None] & priced, move, delta)
+    # unreachable: the corner of largest gain
+    delta = np.where((todo & ~reachable)[:, None], corner, delta)
+    delta = np.where(np.isfinite(delta), delta, 0.0) if not reachable.all() else delta
+    return delta, reachable.reshape(n)
+
+
+def _knapsack(c, corner, w, priced, residual):
+    """p = 1: (the priced features' greatest total gain, the cheapest move reaching
+    `residual`): the features by gain per unit cost |c|/w, each to its box end, the
+    last one partly."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(priced, np.abs(c) / np.where(priced, w, 1.0), -1.0)
+        order = np.argsort(-ratio, axis=1, kind="stable")
+        c_s = np.take_along_axis(c, order, 1)
+        end = np.abs(np.take_along_axis(corner, order, 1))
+        use = np.take_along_axis(priced, order, 1)
+        full = np.where(use, np.abs(c_s) * end, 0.0)
+        # the gain of the better features (inf − inf must not arise: not cumsum − full)
+        before = np.concatenate([np.zeros((len(c), 1)), np.cumsum(full, 1)[:, :-1]], 1)
+        take = np.minimum(end, np.maximum(0.0, (residual[:, None] - before) / np.abs(c_s)))
+        take = np.where(use, take, 0.0)
+    move = np.zeros_like(c)
+    np.put_along_axis(move, order, np.sign(c_s) * take, 1)
+    return full.sum(1), move
+
+
+def _breakpoints(c, corner, w, priced, residual, p):
+    """p ∈ {2, ∞}: (the priced features' greatest total gain, the move δ(t*) reaching
+    `residual`), δ(t) = clip(t·a, lo, hi) (see `cheapest_linear_recourse`)."""
+    w_ = np.where(priced, w, 1.0)
+    a = np.where(priced, c / w_**2 if p == 2 else np.sign(c) / w_, 0.0)
+    slope = c * a  # ≥ 0: the gain per unit t while a feature moves
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_end = np.where(priced, np.abs(corner) / np.abs(np.where(priced, a, 1.0)), 0.0)
+    order = np.argsort(t_end, axis=1, kind="stable")
+    t_s = np.take_along_axis(t_end, order, 1)
+    s_s = np.take_along_axis(slope, order, 1)
+    with np.errstate(invalid="ignore"):
+        full = np.where(s_s > 0, s_s * t_s, 0.0)  # a saturated feature's gain
+        saturated = np.cumsum(full, 1)
+        moving = s_s.sum(1, keepdims=True) - np.cumsum(s_s, 1)  # slope after each breakpoint
+        at = saturated + np.where(moving > 0, t_s * moving, 0.0)  # gain at each breakpoint
+    total = at[:, -1]
+    k = np.argmax(at >= residual[:, None], axis=1)  # the first breakpoint reaching it
+    rows = np.arange(len(c))
+    # on [t_{k-1}, t_k] the gain is saturated_{k-1} + t · moving_{k-1}
+    base = np.where(k > 0, saturated[rows, k - 1], 0.0)
+    rate = np.where(k > 0, moving[rows, k - 1], s_s.sum(1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(rate > 0, (residual - base) / rate, 0.0)
+        move = np.clip(t[:, None] * a, np.minimum(corner, 0.0), np.maximum(corner, 0.0))
+    return total, np.where(priced, move, 0.0)
 
 
 def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: float) -> np.ndarray:
@@ -180,27 +465,38 @@ def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: flo
     (`coef`: the rows' c): every step moves along the margin's steepest ascent, and the
     best iterate (the first of equal margins, as the loss's strict decrease keeps) is
     picked once all are known."""
-    direction = step * _steepest(coef, action_set)
     iterates = [np.zeros_like(coef)]
     for _ in range(steps):
-        iterates.append(project(iterates[-1] + direction))
+        here = iterates[-1]
+        iterates.append(project(here + step * _steepest(coef, action_set, project.box, here)))
     stacked = np.stack(iterates)  # (steps + 1, n, d)
     best = np.einsum("knd,nd->kn", stacked, coef).argmax(0)
     return stacked[best, np.arange(len(coef))]
 
 
-def _steepest(grad: np.ndarray, action_set: ActionSet) -> np.ndarray:
-    """Per row, the steepest ascent direction of a gradient in the cost metric, of unit
-    weighted norm (ℓ∞ for p = ∞, else ℓ2; 0 where the gradient is 0): each step then
-    costs about the same whatever the gradient's scale and the features' units. Free
-    features (w = 0) move in their own units."""
+def _steepest(ascent: np.ndarray, action_set: ActionSet, box, delta: np.ndarray) -> np.ndarray:
+    """Per row, the steepest direction of increase of a function with gradient `ascent`,
+    among the moves the action set allows from the iterate `delta`, of unit weighted norm
+    (ℓ∞ for p = ∞, else ℓ2; 0 where no allowed move increases it).
+
+    Coordinates that cannot move that way are dropped *before* normalising: immutable
+    features (their box is [0, 0]) and features already at a box end (a monotone bound,
+    a value bound or max_change) in the direction the gradient points. Normalising over
+    all features and letting the projection zero the blocked part afterwards would
+    shorten every step by the blocked share of the gradient, so the result would depend
+    on the cost weights of features that cannot move. Free features (w = 0) move in
+    their own units."""
+    if box is not None:
+        lo, hi = box
+        blocked = ((ascent > 0) & (delta >= hi)) | ((ascent < 0) & (delta <= lo))
+        ascent = np.where(blocked, 0.0, ascent)
     w = action_set.weights_
     w_step = np.where(w > 0, w, 1.0)
     if action_set.p == np.inf:
-        return np.sign(grad) / w_step
-    scaled = grad / w_step
+        return np.sign(ascent) / w_step
+    scaled = ascent / w_step
     norm = np.sqrt((scaled * scaled).sum(1, keepdims=True))  # np.linalg.norm's sum
-    return grad / (w_step * w_step) / np.maximum(norm, 1e-300)
+    return ascent / (w_step * w_step) / np.maximum(norm, 1e-300)
 
 
 def _closed_form_objective(learner, state, X: np.ndarray, goal: np.ndarray):

@@ -42,7 +42,9 @@ def _fitted():
 def test_individual_acts_only_for_participating_seekers():
     learner, X, _ = _fitted()
     aset = ActionSet(2, epsilon=0.5)
-    spec = IndividualPopulation(strategy="individual", participation=1.0, epsilon=0.5)
+    spec = IndividualPopulation(
+        strategy="individual", participation=1.0, epsilon=0.5, objective="budget"
+    )
     s = make_strategy("p", spec, aset)
     assert isinstance(s, Individual)
     seekers = np.zeros(100, bool)
