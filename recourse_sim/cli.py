@@ -8,6 +8,7 @@ Anything else is a bug and propagates with its traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -126,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     list_.set_defaults(handler=_cmd_list)
 
+    schema = commands.add_parser(
+        "schema",
+        help="print the scenario JSON Schema",
+        description="Print the JSON Schema of a scenario file, for editors that complete "
+        "and check YAML (e.g. a yaml-language-server `$schema` comment).",
+    )
+    schema.set_defaults(handler=_cmd_schema)
+
     plot = commands.add_parser(
         "plot",
         help="plot a run's long-term dynamics",
@@ -243,7 +252,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from recourse_sim.scenarios import list_scenarios, load_scenario
+    # descriptions only: `validate` checks the scenarios (which loads data and torch)
+    from recourse_sim.scenarios import list_scenarios, scenario_description
 
     names = list_scenarios()
     width = max((len(n) for n in names), default=0)
@@ -251,12 +261,21 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for name in names:
         try:
             description = textwrap.shorten(
-                load_scenario(name).description, LIST_WIDTH - width, placeholder=" ..."
+                scenario_description(name), LIST_WIDTH - width, placeholder=" ..."
             )
         except RecourseSimError as e:  # list the others; a broken file is still worth naming
             description, status = f"(does not load: {e})", EXIT_USAGE
         print(f"{name:<{width}}  {description}".rstrip())
     return status
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from recourse_sim.scenarios import Scenario
+
+    print(json.dumps(Scenario.model_json_schema(), indent=2, ensure_ascii=False))
+    return 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -327,6 +346,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted (a run continues with --resume)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (`recourse-sim list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -597,7 +597,8 @@ class _Seekers(_Population):
 
 
 class IndividualPopulation(_Seekers):
-    """People who got the unfavourable decision change their own features (OAR Eq. 2)."""
+    """People who got the unfavourable decision change their own features: their cheapest
+    recourse, or with `objective: budget` OAR Eq. 2's."""
 
     strategy: Literal["individual"]
     method: Literal["pgd", "wachter", "linear"] = "pgd"  # individual recourse method
@@ -731,6 +732,16 @@ def list_scenarios() -> list[str]:
     """Names of the bundled scenarios, sorted."""
     folder = _bundled_dir()
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder else []
+
+
+def scenario_description(path_or_name: str | Path) -> str:
+    """A scenario file's ``description``, read without validating the rest (fast: no
+    dataset, learner or torch is loaded; `load_scenario` checks everything)."""
+    path = scenario_path(path_or_name)
+    description = _read_yaml(path).get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{path}: description must be text, got {type(description).__name__}")
+    return description
 
 
 def scenario_path(path_or_name: str | Path) -> Path:
@@ -1117,7 +1128,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
     if isinstance(world, CsvWorld):
         resolved = (base_dir / world.path).resolve()
         world.path = str(resolved)
-        from recourse_sim.env.worlds import read_csv_world
+        from recourse_sim.data.csv_world import read_csv_world
 
         read_csv_world(world, source)  # validates the file (cached)
     names = world_feature_names(world)
@@ -1156,7 +1167,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
 
     groups = world_group_names(world)
     if groups is None:
-        from recourse_sim.env.worlds import read_csv_world
+        from recourse_sim.data.csv_world import read_csv_world
 
         groups = read_csv_world(world, source).group_labels
 

@@ -279,6 +279,27 @@ def test_list_shows_bundled_scenarios_with_descriptions(capsys):
         assert len(lines[name].split()) > 1, f"{name} has no description"
 
 
+def test_list_and_help_do_not_import_torch():
+    """`list` and `--help` answer fast: they read descriptions, not data or models."""
+    code = (
+        "import sys; from recourse_sim.cli import main; "
+        "main(['list']); main(['--help']); "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_schema_is_a_json_schema_of_scenarios(capsys):
+    import jsonschema
+
+    status, out, _ = _cli(capsys, "schema")
+    assert status == 0
+    schema = json.loads(out)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert {"world", "populations"} <= set(schema["properties"])
+
+
 def test_validate(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nrounds: -1\n")
