@@ -88,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
     run.add_argument(
-        "--out", type=Path, metavar="DIR", help="output directory (default runs/SCENARIO-seedS)"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output directory (default runs/SCENARIO-seedS, the name made safe)",
     )
     run.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides", help=set_help
@@ -96,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume", action="store_true", help="continue the run in DIR from its checkpoint"
     )
+    run.add_argument("--overwrite", action="store_true", help="replace a finished run in DIR")
     run.add_argument(
         "--people-features",
         action="store_true",
@@ -209,7 +213,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     scenario = load_scenario(args.scenario, overrides=args.overrides or None)
     rounds = args.rounds if args.rounds is not None else scenario.rounds
-    out = args.out if args.out is not None else Path("runs") / f"{scenario.name}-seed{args.seed}"
+    out = (
+        args.out
+        if args.out is not None
+        else Path("runs") / f"{_slug(scenario.name)}-seed{args.seed}"
+    )
     progress = not args.quiet and sys.stderr.isatty() and rounds >= PROGRESS_MIN_ROUNDS
     frame = simulate(
         scenario,
@@ -217,6 +225,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.seed,
         out,
         resume=args.resume,
+        overwrite=args.overwrite,
         progress=progress,
         people_features=args.people_features,
     )
@@ -234,6 +243,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 + ", ".join(f"{k} {row[k]:.4g}" for k in shown if k in row)
             )
     return 0
+
+
+def _slug(name: str) -> str:
+    """A scenario name as one safe folder name: letters, digits, '-' and '_' only (no
+    separators, no '..', never absolute), at most 80 characters."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_-")[:80] or "scenario"
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

@@ -60,6 +60,11 @@ from recourse_sim.checkpoint import (
 )
 from recourse_sim.errors import CheckpointError, ConfigError
 
+try:
+    import fcntl
+except ImportError:  # (not on Windows: runs there are not locked)
+    fcntl = None
+
 if TYPE_CHECKING:  # imported lazily at run time: pandas and the env are heavy
     import pandas as pd
 
@@ -82,6 +87,7 @@ PEOPLE_FILE = "people.csv"
 SUMMARY_FILE = "summary.json"
 SCENARIO_FILE = "scenario.yaml"
 CHECKPOINT_DIR = "checkpoint"
+LOCK_FILE = ".lock"
 
 LEADING_COLUMNS = (
     "round",
@@ -450,23 +456,66 @@ def _committed(out: Path, key: str, meta: Mapping[str, Any], checkpoint: Path) -
     return prefix
 
 
-def _prepare(
-    out: Path, resume: bool, identity: Mapping[str, Any]
-) -> tuple[Checkpoint | None, dict[str, bytes]]:
-    """Make `out` ready: the verified checkpoint to resume and the bytes of each run file
-    it owns, or (None, empty prefixes) after clearing an earlier run for a fresh start."""
+def _inspect(
+    out: Path, resume: bool, identity: Mapping[str, Any], overwrite: bool
+) -> Checkpoint | None:
+    """Check `out` without changing anything in it: the verified checkpoint to resume (or
+    None to start afresh). Refused: a resume of another run, and replacing a finished
+    run (one with a ``summary.json``) without `overwrite`."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output directory {out} is a file")
+    checkpoint = load_checkpoint(out / CHECKPOINT_DIR) if resume else None
+    if checkpoint is not None:
+        run = checkpoint.meta.get("run", {})
+        if run != identity:
+            raise ConfigError(_mismatch(out, run, identity))
+        return checkpoint
+    if not resume and not overwrite and (out / SUMMARY_FILE).is_file():
+        raise ConfigError(
+            f"{out} holds a finished run ({_held_run(out)}); pass --overwrite to replace it, "
+            "--resume to extend it, or choose another --out"
+        )
+    return None
+
+
+def _held_run(out: Path) -> str:
+    """'scenario NAME, seed S' of the finished run in `out` (as its summary says)."""
+    try:
+        summary = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8")[:100_000])
+        return f"scenario {str(summary.get('scenario'))[:80]!r}, seed {summary.get('seed')!r}"
+    except (OSError, ValueError, AttributeError):
+        return "its summary.json is unreadable"
+
+
+def _claim(out: Path) -> int:
+    """Create `out` and take its lock for this process's run (a file descriptor to close
+    when the run ends). ConfigError naming the holder if another process runs there; a
+    lock left by a process that died is released by the system, so it is taken over."""
     try:
         out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
         raise ConfigError(f"cannot create output directory {out}: {e.strerror}") from e
-    checkpoint = load_checkpoint(out / CHECKPOINT_DIR) if resume else None
-    if checkpoint is None:  # also a --resume of a run killed before its first checkpoint
+    if fcntl is None:  # (no advisory locks on this platform)
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise ConfigError(f"{out} is in use by process {holder}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
+
+
+def _prefixes(out: Path, checkpoint: Checkpoint | None) -> dict[str, bytes]:
+    """The bytes of each run file the checkpoint owns; with none, an earlier run in
+    `out` is cleared for a fresh start (empty prefixes)."""
+    if checkpoint is None:
         _start_fresh(out)
-        return None, dict.fromkeys(RUN_FILES, b"")
-    run = checkpoint.meta.get("run", {})
-    if run != identity:
-        raise ConfigError(_mismatch(out, run, identity))
-    return checkpoint, {k: _committed(out, k, checkpoint.meta, checkpoint.path) for k in RUN_FILES}
+        return dict.fromkeys(RUN_FILES, b"")
+    return {k: _committed(out, k, checkpoint.meta, checkpoint.path) for k in RUN_FILES}
 
 
 def _start_fresh(out: Path) -> None:
@@ -493,6 +542,7 @@ def simulate(
     out: str | os.PathLike[str] | None = None,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = False,
     people: bool = False,
     people_features: bool = False,
@@ -505,10 +555,14 @@ def simulate(
         seed: seeds the environment's single generator; a seed fixes the result.
         out: output directory (created if needed) for ``metrics.csv``, ``people.csv``,
             ``scenario.yaml``, ``summary.json`` and ``checkpoint/``. Without `resume`,
-            files of an earlier run there are replaced. None: nothing is written.
+            files of an unfinished earlier run there are replaced; a finished one only
+            with `overwrite`. Nothing there changes before the scenario has built, and
+            the run holds a lock on `out` (``.lock``) while it runs. None: nothing is
+            written.
         resume: continue the run in `out` from its checkpoint (from the start if it has
             none yet). The scenario and seed must be those of the run in `out`; `rounds`
             may be larger than the rounds already done, to extend a finished run.
+        overwrite: replace a finished run in `out`.
         progress: show a tqdm progress bar on stderr.
         people: also return the people table (the rows of ``people.csv``).
         people_features: people.csv also holds each feature's true value and report
@@ -547,25 +601,28 @@ def simulate(
         "people_features": bool(people_features),
     }
     out_dir = None if out is None else Path(out)
-    # Check the output directory before building the env (which may fit an oracle), so
-    # a wrong --resume fails at once and without touching any file.
-    checkpoint, prefixes = (
-        (None, dict.fromkeys(RUN_FILES, b""))
-        if out_dir is None
-        else _prepare(out_dir, resume, identity)
-    )
+    # Nothing in an existing run directory changes until everything is checked: first
+    # the directory (read only, before building the env, which may fit an oracle: a
+    # wrong --resume fails at once), then the env; then the lock, and the same check
+    # again under it (another process may have finished a run there meanwhile).
+    checkpoint = None if out_dir is None else _inspect(out_dir, resume, identity, overwrite)
     if checkpoint is not None and checkpoint.round > rounds:
         raise ConfigError(
             f"{out_dir} already holds {checkpoint.round} rounds; cannot resume it to {rounds}"
         )
-
     env = _make_env(scenario)
     env.reset(seed=seed)
     table = _Table()
     crowd = _PeopleTable(keep=people)
     done = 0
     files: dict[str, _AppendFile] = {}
+    lock = None
     try:
+        prefixes = dict.fromkeys(RUN_FILES, b"")
+        if out_dir is not None:
+            lock = _claim(out_dir)
+            checkpoint = _inspect(out_dir, resume, identity, overwrite)
+            prefixes = _prefixes(out_dir, checkpoint)
         if checkpoint is not None:
             env.set_state(checkpoint.state)
             done = checkpoint.round
@@ -608,17 +665,18 @@ def simulate(
                 if terminated:  # the world ended (e.g. nobody left); later steps are invalid
                     rounds = done
                     break
+        frame = table.frame()
+        if out_dir is not None:
+            summary = _summary(
+                frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
+            )
+            atomic_write_text(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     finally:
         for file in files.values():
             file.close()
         env.close()
-
-    frame = table.frame()
-    if out_dir is not None:
-        summary = _summary(
-            frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
-        )
-        atomic_write_text(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        if lock is not None:
+            os.close(lock)  # (releases the lock; the file stays, so no one races its removal)
     return (frame, crowd.frame()) if people else frame
 
 

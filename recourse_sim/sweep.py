@@ -188,7 +188,9 @@ class _Task:
     rounds: int
     seed: int
     out: str
-    resume: bool
+    resume: bool  # continue a killed cell (the first attempt)
+    # the sweep owns its cells' folders: a retry replaces whatever run is there
+    overwrite: bool
 
 
 @dataclass
@@ -213,7 +215,14 @@ def _run_cell(task: _Task) -> float:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    simulate(task.scenario, task.rounds, task.seed, task.out, resume=task.resume)
+    simulate(
+        task.scenario,
+        task.rounds,
+        task.seed,
+        task.out,
+        resume=task.resume,
+        overwrite=task.overwrite,
+    )
     return time.perf_counter() - started
 
 
@@ -418,6 +427,7 @@ def sweep(
                 seed=c.seed,
                 out=str(out / c.name),
                 resume=attempt == 1,  # continue a killed cell; a retry starts afresh
+                overwrite=attempt > 1,
             )
             for c in todo
         ]

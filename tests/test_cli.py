@@ -128,7 +128,7 @@ def test_resume_after_truncation_by_hand(tmp_path, reference, capsys):
     out = tmp_path / "run"
     assert main([*_run_argv(out, 2), "-q"]) == 0
     checkpoint_2 = (out / "checkpoint").rename(tmp_path / "checkpoint-2")
-    assert main([*_run_argv(out, 4), "-q"]) == 0
+    assert main([*_run_argv(out, 4), "-q", "--overwrite"]) == 0
     shutil.rmtree(out / "checkpoint")
     checkpoint_2.rename(out / "checkpoint")
     lines = (out / "metrics.csv").read_bytes().splitlines(keepends=True)
@@ -332,3 +332,18 @@ def test_plot_default_file_and_bad_table(tmp_path, capsys):
     status, _, err = _cli(capsys, "plot", str(run))
     assert status == 2
     _assert_one_error_line(err, "metrics.csv", "acceptance_rate")
+
+
+def test_default_output_folder_is_a_safe_name(tmp_path, monkeypatch, capsys):
+    """Acceptance: a scenario `name` with '..' writes nothing outside runs/."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil.yaml").write_text(
+        (Path(__file__).resolve().parents[1] / "scenarios" / f"{SCENARIO}.yaml")
+        .read_text(encoding="utf-8")
+        .replace(f"name: {SCENARIO} ", "name: ../../escaped ")
+    )
+    status, _, err = _cli(capsys, "run", "evil.yaml", "--rounds", "1", *SMALL, "-q")
+    assert status == 0, err
+    (made,) = (tmp_path / "runs").iterdir()
+    assert made.name == "escaped-seed0" and (made / "metrics.csv").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.yaml", "runs"]

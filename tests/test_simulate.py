@@ -185,6 +185,7 @@ def test_same_seed_same_table_and_file(tmp_path):
 def test_output_files(tmp_path):
     frame, out = _run(tmp_path, "run", seed=2, rounds=3)
     assert sorted(p.name for p in out.iterdir()) == [
+        ".lock",
         "checkpoint",
         "metrics.csv",
         "people.csv",
@@ -209,9 +210,13 @@ def test_output_files(tmp_path):
     assert summary["wall_time_seconds"] >= 0
 
 
-def test_rerun_without_resume_replaces_the_old_run(tmp_path):
-    _run(tmp_path, "run", seed=1, rounds=5)
-    _, out = _run(tmp_path, "run", seed=2, rounds=2)
+def test_rerun_without_resume_replaces_the_old_run_only_with_overwrite(tmp_path):
+    _, out = _run(tmp_path, "run", seed=1, rounds=5)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(ConfigError, match=r"holds a finished run \(scenario 'fake', seed 1\)"):
+        _run(tmp_path, "run", seed=2, rounds=2)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    _, out = _run(tmp_path, "run", seed=2, rounds=2, overwrite=True)
     assert read_metrics(out)["round"].max() == 2
     _, fresh_out = _run(tmp_path, "fresh", seed=2, rounds=2)
     assert (out / "metrics.csv").read_bytes() == (fresh_out / "metrics.csv").read_bytes()
@@ -350,3 +355,36 @@ def test_progress_bar_only_when_asked(capsys):
     simulate(FakeScenario(), rounds=3, progress=True)
     err = capsys.readouterr().err
     assert "fake" in err and "3/3" in err
+
+
+def test_a_run_that_fails_to_build_leaves_the_previous_run_as_it_was(tmp_path, monkeypatch):
+    """Acceptance: a run that fails validation leaves the previous run's files
+    byte-identical (everything is built before the directory is touched)."""
+    sim = importlib.import_module("recourse_sim.simulate")  # (the module, not the function)
+    _, out = _run(tmp_path, "run", seed=1, rounds=3)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(scenario):
+        raise ConfigError("learner.params: C must be > 0")
+
+    monkeypatch.setattr(sim, "_make_env", broken)
+    with pytest.raises(ConfigError, match="C must be"):
+        _run(tmp_path, "run", seed=2, rounds=3, overwrite=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_directory_in_use_is_refused_naming_the_process(tmp_path):
+    """Acceptance: a second run on a directory in use exits with the holder's PID; once
+    the holder is gone its lock is taken over."""
+    import os
+
+    from recourse_sim.simulate import _claim
+
+    out = tmp_path / "run"
+    held = _claim(out)  # as another run would hold it
+    try:
+        with pytest.raises(ConfigError, match=rf"{out} is in use by process {os.getpid()}"):
+            _run(tmp_path, "run", seed=1, rounds=2)
+    finally:
+        os.close(held)
+    _run(tmp_path, "run", seed=1, rounds=2)  # the lock is free again

@@ -19,7 +19,7 @@ from gymnasium.error import ResetNeeded
 from pettingzoo import ParallelEnv
 
 from recourse_sim.agents.strategies import Controlled
-from recourse_sim.env.recourse_env import FEATURE_BOUND, RecourseEnv
+from recourse_sim.env.recourse_env import FEATURE_BOUND, RecourseEnv, checked_action
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, Scenario
 
@@ -171,13 +171,10 @@ class RecourseParallelEnv(ParallelEnv):
         for agent in self.agents:
             if agent not in actions:
                 raise ConfigError(f"no action for agent {agent!r} (agents: {self.agents})")
-            a = np.asarray(actions[agent], dtype=np.float64)
-            shape = self.action_spaces[agent].shape
-            if a.size != int(np.prod(shape)):
-                raise ConfigError(f"action of {agent!r} has shape {a.shape}, expected {shape}")
-            if not np.isfinite(a).all():
-                raise ConfigError(f"action of {agent!r} contains NaN or infinite values")
-            checked[agent] = a.reshape(shape)
+            try:
+                checked[agent] = checked_action(actions[agent], self.action_spaces[agent].shape)
+            except ConfigError as e:
+                raise ConfigError(f"agent {agent!r}: {e}") from None
         unknown = set(actions) - set(self.agents)
         if unknown:
             raise ConfigError(

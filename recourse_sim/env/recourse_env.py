@@ -450,15 +450,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._cohort is None or self._round >= self.scenario.rounds or self._pool.empty:
             raise ResetNeeded("call reset() before step() (and after the episode ends)")
-        action = np.asarray(action, dtype=np.float64)
-        if action.size != int(np.prod(self.action_space.shape)):
-            raise ConfigError(
-                f"action has shape {action.shape}, expected {self.action_space.shape}"
-            )
-        action = action.reshape(self.action_space.shape)
-        if not np.isfinite(action).all():
-            raise ConfigError(f"action contains NaN or infinite values: {action.tolist()}")
-        return self._play_round({}, action)
+        return self._play_round({}, checked_action(action, self.action_space.shape))
 
     def _play_round(
         self, actions: dict[str, np.ndarray], default: np.ndarray | None
@@ -1096,6 +1088,21 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._history = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+def checked_action(action, shape: tuple[int, ...]) -> np.ndarray:
+    """`action` as float64 of exactly `shape`: a real number array (floats or integers)
+    with finite values; anything else is refused, not reshaped or cast (a wrong shape is
+    a wrong policy, and guessing its layout would hide that)."""
+    a = np.asarray(action)
+    if a.dtype.kind not in "fiu":
+        raise ConfigError(f"action has dtype {a.dtype}, expected real numbers (float32)")
+    if a.shape != tuple(shape):
+        raise ConfigError(f"action has shape {a.shape}, expected {tuple(shape)}")
+    a = a.astype(np.float64)
+    if not np.isfinite(a).all():
+        raise ConfigError(f"action has {int((~np.isfinite(a)).sum())} NaN or infinite values")
+    return a
 
 
 def _tie_key(p: np.ndarray) -> np.ndarray:
