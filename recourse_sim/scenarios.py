@@ -222,6 +222,28 @@ class DatasetWorld(_Model):
 ColumnType = Literal["numeric", "integer", "binary"]
 
 
+class GroupBins(_Model):
+    """Groups from a numeric column cut into bins: ``[bins[i], bins[i+1])`` is group
+    ``labels[i]`` (a value outside every bin is a bad cell, see `CsvWorld.missing`)."""
+
+    column: str  # the numeric column to cut
+    bins: list[float]  # increasing bin edges (at least two)
+    labels: list[str]  # one name per bin (len(bins) - 1)
+
+    @model_validator(mode="after")
+    def _edges(self) -> GroupBins:
+        edges = list(zip(self.bins, self.bins[1:], strict=False))
+        if len(self.bins) < 2 or any(hi <= lo for lo, hi in edges):
+            raise ValueError("bins must be at least two increasing edges")
+        if len(self.labels) != len(self.bins) - 1:
+            raise ValueError(
+                f"{len(self.bins) - 1} bins need as many labels, got {len(self.labels)}"
+            )
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError("labels must be distinct")
+        return self
+
+
 class CsvWorld(_Model):
     """Any CSV file with a label column: a fresh sample of its rows each round."""
 
@@ -230,7 +252,13 @@ class CsvWorld(_Model):
     label: str  # label column
     favourable: str | int | float = 1  # label value meaning the favourable outcome
     columns: dict[str, ColumnType]  # feature columns and their types
-    group: str | None = None  # column holding each row's group (None: one group "all")
+    # column holding each row's group, or bins of a numeric column (None: one group "all")
+    group: str | GroupBins | None = None
+    # a row with an empty, non-numeric or out-of-type cell: an error that counts the bad
+    # cells of every column, or drop the row
+    missing: Literal["error", "drop"] = "error"
+    # winsorise numeric features at these quantiles of the file's rows, e.g. [0.01, 0.99]
+    clip_quantiles: tuple[Probability, Probability] | None = None
     cohort_size: PositiveInt = 500  # rows drawn (with replacement) each round (people)
     history_size: PositiveInt = 1000  # rows the first model is fit on (people)
     # true outcome: drawn from the oracle at the true features, or the row's own label
@@ -244,6 +272,17 @@ class CsvWorld(_Model):
         if not v:
             raise ValueError("needs at least one feature column")
         return v
+
+    @model_validator(mode="after")
+    def _label_is_no_feature(self) -> CsvWorld:
+        if self.label in self.columns:
+            raise ValueError(
+                f"columns: the label column {self.label!r} cannot be a feature (the model "
+                "would read the outcome it predicts)"
+            )
+        if self.clip_quantiles is not None and not self.clip_quantiles[0] < self.clip_quantiles[1]:
+            raise ValueError("clip_quantiles: the lower quantile must be below the upper")
+        return self
 
 
 class GaussianWorld(_Model):
@@ -314,7 +353,9 @@ class FeatureRules(_Model):
     lower: dict[str, float] = {}  # lower bound on a feature's value after a change (its unit)
     upper: dict[str, float] = {}  # upper bound on a feature's value after a change (its unit)
     max_change: dict[str, NonNegative] = {}  # largest |change| of a feature per round (its unit)
-    cost: dict[str, NonNegative] = {}  # cost weight per unit of change (default 1)
+    # cost weight per unit of change (default 1); "std", for all or per feature: one unit
+    # is one standard deviation of the feature in the world's data
+    cost: dict[str, NonNegative | Literal["std"]] | Literal["std"] = {}
     p: float = 2.0  # norm of the cost, 1, 2 or inf
 
     @field_validator("p")
@@ -1080,6 +1121,32 @@ def world_feature_names(
     return tuple(world.columns)
 
 
+def _check_class_numbers(scenario: Scenario, data, fail) -> None:
+    """Refuse class numbers (``labels``, ``goal``) that would mean other label values
+    than they say: a binary label is coded 1 = favourable, so with numeric values and
+    ``favourable: 0`` the number 0 would name the people whose label is 1."""
+    from recourse_sim.data.csv_world import renumbered
+
+    if not renumbered(data):
+        return
+    coding = ", ".join(f"value {v} is class {i}" for i, v in enumerate(data.class_values))
+    named = [("query.labels", scenario.query.labels)]
+    for pname, pop in scenario.populations.items():
+        named.append((f"populations.{pname}.labels", pop.labels))
+        query = getattr(pop, "query", None)
+        if query is not None:
+            named.append((f"populations.{pname}.query.labels", query.labels))
+    for path, classes in named:
+        if classes:
+            fail(
+                path,
+                f"classes are numbered 1 = favourable, 0 = not (the label's {coding}); "
+                f"{list(classes)} would name the label values "
+                f"{[data.class_values[c] for c in classes if 0 <= c < len(data.class_values)]}: "
+                "write the class numbers, or recode the label column so that 1 is favourable",
+            )
+
+
 def world_group_names(
     world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
 ) -> tuple[str, ...] | None:
@@ -1130,10 +1197,13 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         world.path = str(resolved)
         from recourse_sim.data.csv_world import read_csv_world
 
-        read_csv_world(world, source)  # validates the file (cached)
+        data = read_csv_world(world, source)  # validates the file (cached)
+        _check_class_numbers(scenario, data, fail)
     names = world_feature_names(world)
 
-    def check_names(path: str, values: list[str] | dict | None) -> None:
+    def check_names(path: str, values: list[str] | dict | str | None) -> None:
+        if isinstance(values, str):  # (features.cost: std)
+            return
         for i, f in enumerate(values or []):
             if f not in names:
                 close = difflib.get_close_matches(f, names, n=1)

@@ -33,6 +33,8 @@ class TabularData:
     actionable: np.ndarray = field(repr=False)
     increase_only: np.ndarray = field(repr=False)
     decrease_only: np.ndarray = field(repr=False)
+    # the label value each class number stands for (CSV worlds; empty: the numbers)
+    class_values: tuple[str, ...] = ()
 
 
 def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
@@ -64,31 +66,61 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
     def fail(column: str, message: str) -> None:
         raise ConfigError(f"{path}: column {column!r}: {message}")
 
-    needed = [spec.label, *spec.columns, *([spec.group] if spec.group else [])]
-    for col in needed:
+    bins = spec.group if isinstance(spec.group, dict) else None
+    group_column = bins["column"] if bins else spec.group
+    needed = [spec.label, *spec.columns, *([group_column] if group_column else [])]
+    for col in dict.fromkeys(needed):
         if col not in df.columns:
-            fail(col, f"missing (columns in the file: {', '.join(map(str, df.columns))})")
+            fail(col, f"missing (columns in the file: {_listed(map(str, df.columns))})")
     if len(df) == 0:
         raise ConfigError(f"{path}: the CSV file has no rows")
-    for col in needed:
-        blank = df[col].str.strip().isin(["", "NA", "NaN", "nan", "null", "None"])
-        if blank.any():
-            row = int(np.argmax(blank.to_numpy()))
-            fail(col, f"missing value (NaN) in data row {row + 1}")
-    X = np.empty((len(df), len(spec.columns)))
-    for j, (col, kind) in enumerate(spec.columns.items()):
-        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            row = int(np.argmax(bad))
-            fail(col, f"non-numeric value {df[col].iloc[row]!r} in data row {row + 1}")
-        if kind == "binary" and not np.isin(values, (0.0, 1.0)).all():
-            row = int(np.argmax(~np.isin(values, (0.0, 1.0))))
-            fail(col, f"binary column has value {df[col].iloc[row]!r} in data row {row + 1}")
-        if kind == "integer" and not (values == np.round(values)).all():
-            row = int(np.argmax(values != np.round(values)))
-            fail(col, f"integer column has value {df[col].iloc[row]!r} in data row {row + 1}")
-        X[:, j] = values
+    # every cell that cannot be read, per column and reason, before deciding what to do
+    problems: dict[str, list[tuple[str, np.ndarray]]] = {}
+    numbers: dict[str, np.ndarray] = {}
+    for col in dict.fromkeys(needed):
+        blank = df[col].str.strip().isin(["", "NA", "NaN", "nan", "null", "None"]).to_numpy()
+        found = [("missing (NaN)", blank)]
+        if col in spec.columns or (bins and col == group_column):
+            values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+            found.append(("non-numeric", ~blank & ~np.isfinite(values)))
+            kind = spec.columns.get(col)
+            if kind == "binary":
+                found.append(("not binary (0/1)", np.isfinite(values) & ~np.isin(values, (0, 1))))
+            elif kind == "integer":
+                found.append(("not integer", np.isfinite(values) & (values != np.round(values))))
+            if bins and col == group_column:
+                inside = (values >= bins["bins"][0]) & (values < bins["bins"][-1])
+                found.append(("outside the group bins", np.isfinite(values) & ~inside))
+            numbers[col] = values
+        problems[col] = [(why, m) for why, m in found if m.any()]
+    rows_bad = np.zeros(len(df), bool)
+    for found in problems.values():
+        for _, m in found:
+            rows_bad |= m
+    if rows_bad.any():
+        if spec.missing == "error":
+            counts = [
+                f"{col!r}: {int(m.sum())} {why} (first in data row {int(np.argmax(m)) + 1}: "
+                f"{_cell(df[col].iloc[int(np.argmax(m))])})"
+                for col, found in problems.items()
+                for why, m in found
+            ]
+            raise ConfigError(
+                f"{path}: {int(rows_bad.sum())} of {len(df)} rows have bad cells: "
+                f"{'; '.join(counts[:8])}{' …' if len(counts) > 8 else ''} "
+                "(world.missing: drop leaves those rows out)"
+            )
+        keep = ~rows_bad
+        if not keep.any():
+            raise ConfigError(f"{path}: every row has a bad cell; nothing is left to draw from")
+        df = df[keep].reset_index(drop=True)
+        numbers = {col: v[keep] for col, v in numbers.items()}
+    X = np.column_stack([numbers[col] for col in spec.columns])
+    if spec.clip_quantiles is not None:
+        numeric = [j for j, kind in enumerate(spec.columns.values()) if kind == "numeric"]
+        if numeric:
+            lo, hi = np.quantile(X[:, numeric], spec.clip_quantiles, axis=0)
+            X[:, numeric] = np.clip(X[:, numeric], lo, hi)
     labels = df[spec.label].str.strip()
     classes = sorted(labels.unique(), key=_natural_key)
     if len(classes) < 2:
@@ -104,11 +136,17 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         # Binary labels: 1 is the favourable value whatever its spelling.
         y = (labels.to_numpy() == matches[0]).astype(np.int64)
         n_classes, fav = 2, 1
+        class_values = (next(c for c in classes if c != matches[0]), matches[0])
     else:
         index = {c: i for i, c in enumerate(classes)}
         y = labels.map(index).to_numpy(dtype=np.int64)
         n_classes, fav = len(classes), index[matches[0]]
-    if spec.group:
+        class_values = tuple(classes)
+    if bins:
+        group_labels = tuple(bins["labels"])
+        group = np.searchsorted(bins["bins"], numbers[group_column], side="right") - 1
+        group = group.astype(np.int64)
+    elif spec.group:
         g = df[spec.group].str.strip()
         group_labels = tuple(sorted(g.unique(), key=_natural_key))
         group = g.map({v: i for i, v in enumerate(group_labels)}).to_numpy(dtype=np.int64)
@@ -126,6 +164,7 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         actionable=np.zeros(d, bool),
         increase_only=np.zeros(d, bool),
         decrease_only=np.zeros(d, bool),
+        class_values=class_values,
     )
 
 
@@ -141,3 +180,25 @@ def _natural_key(v: str) -> tuple:
         return (0, float(v), v)
     except ValueError:
         return (1, 0.0, v)
+
+
+def _listed(names, limit: int = 20) -> str:
+    """Names joined by commas, at most `limit` of them."""
+    names = list(names)
+    more = f", … ({len(names)} in all)" if len(names) > limit else ""
+    return ", ".join(n[:40] for n in names[:limit]) + more
+
+
+def _cell(value: str) -> str:
+    """A cell's text for an error line: quoted, at most 20 characters."""
+    text = str(value)
+    return repr(text if len(text) <= 20 else text[:17] + "...")
+
+
+def renumbered(data: TabularData) -> bool:
+    """Whether numeric label values got other class numbers than their own (a binary
+    label whose favourable value is 0: value 0 is class 1)."""
+    try:
+        return any(float(v) != i for i, v in enumerate(data.class_values))
+    except ValueError:  # words, not numbers: there is no number to confuse
+        return False

@@ -248,6 +248,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         for pname, pop in scenario.populations.items():
             aset = _population_action_set(self.action_set, pop, names, f"populations.{pname}")
             self.strategies.append(make_strategy(pname, pop, aset))
+            _warn_if_powerless(scenario, pname, pop, aset)
         controlled = [s for s in self.strategies if s.name == "controlled"]
         if len(controlled) > 1 and self._single_controlled:
             raise ConfigError(
@@ -1186,6 +1187,34 @@ def _mask(names: tuple[str, ...], which: list[str] | None) -> np.ndarray:
     return m
 
 
+_WARNED_POWERLESS: set[tuple[str, str]] = set()
+
+
+def _warn_if_powerless(scenario: Scenario, name: str, pop, aset: ActionSet) -> None:
+    """Warn (once per scenario and population in a process) when a population that acts
+    can change nothing: every recourse and collective number of it would be 0."""
+    if pop.strategy == "truthful" or (scenario.name, name) in _WARNED_POWERLESS:
+        return
+    if aset.actionable.any():  # (a budget of 0 is a setting, e.g. the start of a sweep)
+        return
+    _WARNED_POWERLESS.add((scenario.name, name))
+    why = "no feature it may change is actionable"
+    hint = (
+        " (a CSV world has no actionable feature unless features.actionable lists some)"
+        if scenario.world.kind == "csv" and scenario.features.actionable is None
+        else ""
+    )
+    warnings.warn(
+        f"{scenario.source}: populations.{name} can change nothing: {why}{hint}",
+        stacklevel=4,
+    )
+
+
+def _values(cost) -> list:
+    """The values of ``features.cost`` (the string ``std`` stands for itself)."""
+    return [cost] if isinstance(cost, str) else list(cost.values())
+
+
 def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.ndarray]:
     """The scenario-wide action set (budget ε = 1) and the causal-feature mask."""
     f, rules = world.features, scenario.features
@@ -1197,14 +1226,17 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
     proxy = f.proxy.copy() if rules.proxy is None else _mask(names, rules.proxy)
     lower, upper = f.lower.copy(), f.upper.copy()
     max_change, cost = np.full(len(names), np.inf), np.ones(len(names))
+    per_sd = 1.0 / world.feature_sd() if "std" in _values(rules.cost) else None
+    given_cost = dict.fromkeys(names, "std") if rules.cost == "std" else rules.cost
     for target, given in (
         (lower, rules.lower),
         (upper, rules.upper),
         (max_change, rules.max_change),
-        (cost, rules.cost),
+        (cost, given_cost),
     ):
         for name, value in given.items():
-            target[names.index(name)] = value
+            j = names.index(name)
+            target[j] = per_sd[j] if value == "std" else value
     try:
         aset = ActionSet(
             n_features=len(names),

@@ -162,6 +162,13 @@ class World(ABC):
     def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
         """`n` people drawn afresh (their reports are their true features)."""
 
+    def feature_sd(self) -> np.ndarray:
+        """Each feature's standard deviation (1 where it is constant), the unit of
+        ``features.cost: std``: of a history drawn with a fixed seed, so that it is the
+        same in every episode."""
+        X, _ = self.history(np.random.default_rng(0))
+        return _sd(X)
+
     @abstractmethod
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         """True outcomes (int64) at true features `X_true`; rows not `changed` keep y0."""
@@ -377,6 +384,11 @@ def _dataset_data(spec: DatasetWorld) -> TabularData:
     )
 
 
+def _sd(X: np.ndarray) -> np.ndarray:
+    sd = np.asarray(X, dtype=np.float64).std(0)
+    return np.where(sd > 0, sd, 1.0)
+
+
 _ORACLES: dict[tuple, object] = {}
 _MAX_ORACLES = 8
 
@@ -441,6 +453,10 @@ class Tabular(World):
         if self.oracle is None:
             return self.data.y[rows].copy()
         return _categorical(self.oracle.predict_proba(X), u)
+
+    def feature_sd(self) -> np.ndarray:
+        """Standard deviations over every row of the data (see `World.feature_sd`)."""
+        return _sd(self.data.X)
 
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         rows = rng.integers(len(self.data.y), size=self.spec.history_size)

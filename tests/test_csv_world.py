@@ -1,0 +1,126 @@
+"""Your own CSV without surprises: missing cells, heavy tails, binned groups, the label
+kept out of the features, class numbers that mean what they say, cost in SDs, and a
+warning when nobody can change anything."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import yaml
+
+from recourse_sim.env import RecourseEnv
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios import load_scenario
+
+
+def _raw_csv(path, n=300, seed=0):
+    """Loans with empty cells, a heavy-tailed income, an age and no group column."""
+    rng = np.random.default_rng(seed)
+    income = rng.lognormal(3.5, 1.0, n)  # a few extreme rows
+    debt = rng.gamma(2.0, 5.0, n)
+    age = rng.integers(18, 80, n)
+    repaid = (rng.random(n) < 1 / (1 + np.exp(-(0.02 * income - 0.1 * debt + 1)))).astype(int)
+    rows = ["income,debt,age,repaid"]
+    for i in range(n):
+        cells = [f"{income[i]:.2f}", f"{debt[i]:.2f}", str(age[i]), str(repaid[i])]
+        if i % 37 == 5:
+            cells[1] = ""  # missing debt
+        if i % 53 == 7:
+            cells[0] = "n/a"  # a non-numeric income
+        rows.append(",".join(cells))
+    path.write_text("\n".join(rows) + "\n")
+    return income
+
+
+def _scenario(tmp_path, world=None, **more):
+    _raw_csv(tmp_path / "loans.csv")
+    doc = {
+        "name": "raw_loans",
+        "rounds": 2,
+        "world": {
+            "kind": "csv",
+            "path": "loans.csv",
+            "label": "repaid",
+            "columns": {"income": "numeric", "debt": "numeric", "age": "integer"},
+            "cohort_size": 80,
+            "history_size": 150,
+            "oracle": {"trees": 10},
+            **(world or {}),
+        },
+        "features": {"actionable": ["income", "debt"], "decrease_only": ["debt"]},
+        "learner": {"type": "logistic_regression", "update_rule": "window", "window": 1},
+        "populations": {"applicants": {"strategy": "individual", "epsilon": 1.0}},
+        **more,
+    }
+    path = tmp_path / "raw_loans.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+RAW = {
+    "missing": "drop",
+    "clip_quantiles": [0.01, 0.99],
+    "group": {"column": "age", "bins": [0, 30, 200], "labels": ["young", "older"]},
+}
+
+
+def test_a_raw_csv_runs_with_drop_clip_and_binned_groups(tmp_path):
+    """Acceptance: missing cells, heavy tails and no group column run with `missing:
+    drop`, `clip_quantiles` and a binned group."""
+    env = RecourseEnv(_scenario(tmp_path, RAW))
+    data = env.world.data
+    assert data.group_labels == ("young", "older")
+    assert len(data.X) == 300 - len(range(5, 300, 37)) - len(range(7, 300, 53))
+    raw = np.sort(_raw_csv(tmp_path / "again.csv"))
+    assert data.X[:, 0].max() < raw[-1] and data.X[:, 0].max() <= np.quantile(raw, 0.99) + 1e-9
+    env.reset(seed=0)
+    metrics = env.step(np.zeros(env.action_space.shape, np.float32))[4]["metrics"]
+    assert {m["group"] for m in metrics} >= {"young", "older", "all"}
+
+
+def test_missing_cells_are_counted_per_column(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_scenario(_scenario(tmp_path))
+    message = str(err.value)
+    assert "rows have bad cells" in message and "\n" not in message
+    assert "'debt': 8 missing (NaN) (first in data row 6" in message
+    assert "'income': 6 non-numeric (first in data row 8: 'n/a')" in message
+    assert "world.missing: drop" in message
+
+
+def test_the_label_is_never_a_feature(tmp_path):
+    world = {**RAW, "columns": {"income": "numeric", "repaid": "binary"}}
+    with pytest.raises(ConfigError, match="label column 'repaid' cannot be a feature"):
+        load_scenario(_scenario(tmp_path, world))
+
+
+def test_renumbered_classes_are_refused_where_a_scenario_names_them(tmp_path):
+    """`favourable: 0` codes label value 0 as class 1: `labels: [0]` would select the
+    other people, so it is an error that says how to write it."""
+    world = {**RAW, "favourable": 0}
+    load_scenario(_scenario(tmp_path, world))  # no class named: fine
+    with pytest.raises(ConfigError, match=r"query.labels: classes are numbered 1 = favourable"):
+        load_scenario(_scenario(tmp_path, world, query={"labels": [0]}))
+
+
+def test_cost_in_standard_deviations(tmp_path):
+    path = _scenario(tmp_path, RAW)
+    env = RecourseEnv(load_scenario(path, overrides=["features.cost=std"]))
+    sd = env.world.data.X.std(0)
+    np.testing.assert_allclose(env.action_set.weights_, 1.0 / sd)
+    one = RecourseEnv(load_scenario(path, overrides=["features.cost={income: std, debt: 2}"]))
+    np.testing.assert_allclose(one.action_set.weights_, [1 / sd[0], 2.0, 1.0])
+
+
+def test_a_population_that_can_change_nothing_is_warned_about(tmp_path):
+    path = _scenario(tmp_path, RAW, features={})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        RecourseEnv(path)
+    messages = [str(w.message) for w in caught]
+    assert any(
+        "populations.applicants can change nothing" in m and "features.actionable" in m
+        for m in messages
+    ), messages
