@@ -38,6 +38,7 @@ import difflib
 import math
 import types
 import typing
+import warnings
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -949,8 +950,33 @@ def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
     last = parts[-1]
     if isinstance(node, list):
         node[_index(last, node, key)] = value
+    elif value is None and len(parts) == 2 and parts[0] == "populations":
+        node.pop(last, None)  # populations.NAME=null: no such population
     else:
         node[last] = value
+        if len(parts) == 3 and parts[0] == "populations" and last == "strategy":
+            _keep_settings_of(node, value, key)
+
+
+def _keep_settings_of(population: dict, strategy: Any, key: str) -> None:
+    """After ``populations.NAME.strategy=NEW``: drop the settings NEW does not take
+    (saying which), so switching a population's strategy is one override."""
+    models = {
+        typing.get_args(m.model_fields["strategy"].annotation)[0]: m
+        for m in typing.get_args(typing.get_args(Population)[0])
+    }
+    model = models.get(strategy)
+    if model is None:  # (an unknown strategy: validation names it)
+        return
+    dropped = [k for k in population if k not in model.model_fields]
+    for k in dropped:
+        del population[k]
+    if dropped:
+        warnings.warn(
+            f"override {key}={strategy}: dropped {', '.join(map(str, dropped))} "
+            f"(not settings of {strategy})",
+            stacklevel=5,
+        )
 
 
 def _index(part: str, node: list, where: str) -> int:

@@ -412,3 +412,15 @@ def test_csv_favourable_value_must_occur(tmp_path):
     path = _csv_scenario(tmp_path, GOOD_CSV, favourable="yes")
     with pytest.raises(ConfigError, match=re.escape("world.favourable")):
         load_scenario(path)
+
+
+def test_set_null_removes_a_population_and_strategy_switches_drop_foreign_settings():
+    """`--set populations.NAME=null` removes a population; `--set
+    populations.NAME.strategy=...` switches it, dropping what the new strategy does not
+    take (with a warning naming it)."""
+    s = load_scenario("lending_german", ["populations.women_borrowers=null"])
+    assert list(s.populations) == ["applicants"]
+    with pytest.warns(UserWarning, match="dropped method \\(not settings of genre\\)"):
+        s = load_scenario("lending_german", ["populations.applicants.strategy=genre"])
+    assert s.populations["applicants"].strategy == "genre"
+    assert s.populations["applicants"].epsilon == 1.0  # a shared setting is kept
