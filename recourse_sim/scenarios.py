@@ -862,8 +862,43 @@ def _deepcopy(obj: Any) -> Any:
     return obj
 
 
+MAX_SCENARIO_BYTES = 1_000_000  # a scenario file is a page of settings, never data
+MAX_YAML_ALIASES = 10  # aliases (*name) per document: reuse enough, too few to bomb
+MAX_YAML_DEPTH = 50  # nesting of mappings and lists
+
+
 class _StrictSafeLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that also refuses a key given twice in one mapping."""
+    """`yaml.SafeLoader` that also refuses a key given twice in one mapping, and bounds
+    what a document can make it do: at most `MAX_YAML_ALIASES` aliases (so "billion
+    laughs" documents cannot expand) and `MAX_YAML_DEPTH` levels of nesting."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_ALIASES} aliases",
+                    self.peek_event().start_mark,
+                )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nested deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set = set()
@@ -886,6 +921,21 @@ def _safe_load(text: str) -> Any:
     return yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader: never constructs objects
 
 
+MAX_OVERRIDE_CHARS = 10_000
+
+
+def _clipped(text: str, limit: int = 60) -> str:
+    """`text` quoted for an error line, cut to `limit` characters."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _short_reason(exc: BaseException) -> str:
+    """An exception's reason in at most 120 characters, on one line."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    text = " ".join(str(text).split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     prefix = "could not determine a constructor for the tag "
@@ -897,9 +947,18 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file():
+            raise ConfigError(f"{path}: not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SCENARIO_BYTES + 1)
+        if len(raw) > MAX_SCENARIO_BYTES:
+            raise ConfigError(
+                f"{path}: larger than {MAX_SCENARIO_BYTES:,} bytes; a scenario file holds "
+                "settings (data belongs in a CSV file it names)"
+            )
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read scenario file ({exc})") from None
+        raise ConfigError(f"{path}: cannot read scenario file ({_short_reason(exc)})") from None
     try:
         data = _safe_load(text)
     except yaml.YAMLError as exc:
@@ -921,12 +980,17 @@ def _parse_overrides(overrides: dict[str, object] | list[str] | None) -> list[tu
     parsed = []
     for item in overrides:
         key, sep, text = str(item).partition("=")
+        shown = _clipped(str(item))
         if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} must look like key.path=value")
+            raise ConfigError(f"override {shown} must look like key.path=value")
+        if len(text) > MAX_OVERRIDE_CHARS:
+            raise ConfigError(
+                f"override {shown}: value longer than {MAX_OVERRIDE_CHARS} characters"
+            )
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise ConfigError(f"override {item!r}: value {text!r} is not valid YAML") from None
+            value = _safe_load(text)  # the same bounds as a scenario file
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {shown}: not valid YAML ({_yaml_problem(exc)})") from None
         parsed.append((key.strip(), value))
     return parsed
 
@@ -1191,6 +1255,25 @@ def world_group_names(
     return None
 
 
+def _check_budgets(scenario: Scenario, d: int, fail) -> None:
+    """Every declared count of people against this machine's memory (before anything
+    is allocated)."""
+    from recourse_sim.budget import rows_over_budget
+
+    world = scenario.world
+    n, field = cohort_size(world)
+    counts = [(field, n, "people a round")]
+    if hasattr(world, "history_size"):
+        counts.append(("world.history_size", world.history_size, "history rows"))
+    people = getattr(world, "people", None)
+    if people is not None and people.initial is not None:
+        counts.append(("world.people.initial", people.initial, "people"))
+    for field, n, what in counts:
+        problem = rows_over_budget(n, d, what)
+        if problem:
+            fail(field, problem)
+
+
 def cohort_size(
     world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
 ) -> tuple[int, str]:
@@ -1226,6 +1309,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         data = read_csv_world(world, source)  # validates the file (cached)
         _check_class_numbers(scenario, data, fail)
     names = world_feature_names(world)
+    _check_budgets(scenario, len(names), fail)
 
     def check_names(path: str, values: list[str] | dict | str | None) -> None:
         if isinstance(values, str):  # (features.cost: std)

@@ -91,3 +91,34 @@ def test_gymnasium_make_kwargs_get_typed_one_line_errors(kwargs, expected):
     with pytest.raises(RecourseSimError, match=re.escape(expected)) as info:
         gym.make("recourse_sim/Recourse-v0", **kwargs)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", ["yaml_alias_bomb", "yaml_deep_nesting", "huge_history", "huge_cohort"]
+)
+def test_hostile_files_exit_fast_under_a_memory_limit(name, tmp_path):
+    """Acceptance: an alias bomb, 5,000-deep nesting and a 10^12-row history each exit 2
+    within 10 s under a 4 GB address-space limit, with one error line."""
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+    path = CORPUS / f"{name}.yaml"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "recourse_sim.cli", "run", str(path), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=limit,
+    )
+    assert time.monotonic() - started < 10
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert _header(path, "expect") in lines[0]

@@ -85,8 +85,8 @@ def test_missing_cells_are_counted_per_column(tmp_path):
         load_scenario(_scenario(tmp_path))
     message = str(err.value)
     assert "rows have bad cells" in message and "\n" not in message
-    assert "'debt': 8 missing (NaN) (first in data row 6" in message
-    assert "'income': 6 non-numeric (first in data row 8: 'n/a')" in message
+    assert "column 'debt': 8 missing (NaN) (first in data row 6" in message
+    assert "column 'income': 6 non-numeric (first in data row 8: 'n/a')" in message
     assert "world.missing: drop" in message
 
 

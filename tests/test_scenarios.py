@@ -140,10 +140,13 @@ def test_override_can_replace_a_population_by_a_controlled_one():
     assert s.controlled == "h1_students"
 
 
-def test_switching_strategy_keeps_strictness(tmp_path):
-    # OAR-only keys do not silently survive a switch to another strategy
-    message = _error(tmp_path, _base(), ["populations.h1.strategy=individual"])
-    assert "populations.h1" in message and "unknown key" in message
+def test_switching_strategy_drops_the_old_strategys_keys_and_says_so(tmp_path):
+    # OAR-only keys do not silently survive a switch to another strategy: they go, loudly
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(_base()))
+    with pytest.warns(UserWarning, match="dropped decisions"):
+        s = load_scenario(path, ["populations.h1.strategy=individual"])
+    assert s.populations["h1"].strategy == "individual"
 
 
 def test_bad_override_syntax_is_a_config_error():

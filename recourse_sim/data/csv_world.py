@@ -13,9 +13,11 @@ import json
 import os
 import types
 from dataclasses import dataclass, field
+from stat import S_ISREG
 
 import numpy as np
 
+from recourse_sim.budget import check_file
 from recourse_sim.errors import ConfigError
 
 
@@ -46,9 +48,13 @@ def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
     """
     path = spec.path
     try:
-        mtime = os.stat(path).st_mtime_ns
+        stat = os.stat(path)
     except OSError:
         raise ConfigError(f"{source}: world.path: CSV file {path!r} does not exist") from None
+    if not S_ISREG(stat.st_mode):
+        raise ConfigError(f"{source}: world.path: {path!r} is not a regular file")
+    check_file(stat.st_size, "world.path", source)
+    mtime = stat.st_mtime_ns
     return _read_csv_cached(path, mtime, spec.model_dump_json(), source)
 
 
@@ -100,7 +106,7 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
     if rows_bad.any():
         if spec.missing == "error":
             counts = [
-                f"{col!r}: {int(m.sum())} {why} (first in data row {int(np.argmax(m)) + 1}: "
+                f"column {col!r}: {int(m.sum())} {why} (first in data row {int(np.argmax(m)) + 1}: "
                 f"{_cell(df[col].iloc[int(np.argmax(m))])})"
                 for col, found in problems.items()
                 for why, m in found
