@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -68,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate online collective algorithmic recourse.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     set_help = (
@@ -345,12 +350,50 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _print_error(error: BaseException) -> None:
     """Print `error` as the single line ``error: <message>`` on stderr."""
     message = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
-    print(f"error: {message or type(error).__name__}", file=sys.stderr)
+    print(f"error: {_clip(message or type(error).__name__, 1000)}", file=sys.stderr)
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived (a BaseException, like KeyboardInterrupt, so that only
+    `main` handles it and every ``finally`` on the way closes its files)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame) -> None:
+    # the first signal stops the run cleanly; a second one, while it cleans up, ends the
+    # process at once and quietly
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _exit_quietly)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise _Stopped(signum)
+
+
+def _exit_quietly(signum: int, frame) -> None:
+    os._exit(128 + signum)
+
+
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def _install_signal_handlers() -> dict:
+    """`_on_signal` for SIGINT, SIGTERM and SIGHUP; the previous handlers (to restore).
+    Only in the main thread (elsewhere Python does not allow it: nothing is changed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _on_signal) for sig in _STOP_SIGNALS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``recourse-sim`` with `argv` (default ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    previous = _install_signal_handlers()
     try:
         try:
             args = parser.parse_args(argv)
@@ -363,9 +406,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted (a run continues with --resume)", file=sys.stderr)
         return 130
+    except _Stopped as e:
+        name = signal.Signals(e.signum).name
+        print(f"error: stopped by {name} (a run continues with --resume)", file=sys.stderr)
+        return 128 + e.signum
     except BrokenPipeError:  # the reader left (`recourse-sim list | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:
+        if debug:
+            raise
+        where = e.filename if e.filename is not None else "a file"
+        reason = e.strerror or type(e).__name__
+        print(
+            f"error: cannot write {_clip(where)}: {reason} (the run can be resumed with "
+            "--resume once fixed)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except Exception as e:
+        if debug:
+            raise
+        print(
+            f"error: unexpected {type(e).__name__}: {_clip(e)} (rerun with --debug for the "
+            "traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _clip(value, limit: int = 200) -> str:
+    """str(value) on one line, at most `limit` characters."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 if __name__ == "__main__":

@@ -139,8 +139,11 @@ def test_resume_after_truncation_by_hand(tmp_path, reference, capsys):
     _assert_same_metrics(out, reference)
 
 
-def _kill_after(out: Path, rounds_done: int, per_round: int, *, resume: bool) -> None:
-    """Run the command in a subprocess; SIGKILL it once `rounds_done` rounds are on disk."""
+def _kill_after(
+    out: Path, rounds_done: int, per_round: int, *, resume: bool, sig=signal.SIGKILL
+) -> tuple[int, str]:
+    """Run the command in a subprocess; send `sig` once `rounds_done` rounds are on
+    disk; return its exit status and stderr."""
     argv = [sys.executable, "-m", "recourse_sim.cli", *_run_argv(out), "-q"]
     proc = subprocess.Popen(
         argv + (["--resume"] if resume else []), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -160,7 +163,9 @@ def _kill_after(out: Path, rounds_done: int, per_round: int, *, resume: bool) ->
         assert proc.poll() is None, f"the run ended before round {rounds_done}: " + (
             proc.stderr.read().decode() if proc.stderr else ""
         )
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(sig)
+        status = proc.wait(timeout=60)
+        return status, proc.stderr.read().decode() if proc.stderr else ""
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -347,3 +352,70 @@ def test_default_output_folder_is_a_safe_name(tmp_path, monkeypatch, capsys):
     (made,) = (tmp_path / "runs").iterdir()
     assert made.name == "escaped-seed0" and (made / "metrics.csv").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.yaml", "runs"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_sigterm_and_sighup_stop_with_one_line_and_resume_identically(
+    tmp_path, reference, capsys, sig
+):
+    """Acceptance: SIGTERM mid-run prints one line (exit 128 + signal); --resume then
+    gives byte-identical run files."""
+    out = tmp_path / "run"
+    status, err = _kill_after(out, 2, _lines_per_round(reference), resume=False, sig=sig)
+    assert status == 128 + sig, err
+    assert err.splitlines() == [f"error: stopped by {sig.name} (a run continues with --resume)"]
+    status, _, err = _cli(capsys, *_run_argv(out), "--resume")
+    assert status == 0, err
+    _assert_same_metrics(out, reference)
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_run_resumes(
+    tmp_path, reference, capsys, monkeypatch
+):
+    """Acceptance: a write that fails for want of space exits 2 naming the file; once
+    space is back, --resume completes byte-identically. (The file system fills up at
+    round 3: the third append raises ENOSPC as a full disk's write would.)"""
+    import errno
+    import importlib
+
+    sim = importlib.import_module("recourse_sim.simulate")
+    real = sim._AppendFile.append
+    calls = {"n": 0}
+
+    def append(self, text):
+        calls["n"] += 1
+        if calls["n"] == 5:  # metrics.csv of round 3 (two files a round)
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        return real(self, text)
+
+    monkeypatch.setattr(sim._AppendFile, "append", append)
+    out = tmp_path / "run"
+    status, _, err = _cli(capsys, *_run_argv(out), "-q")
+    assert status == 2
+    assert err.splitlines() == [
+        f"error: cannot write {out / 'metrics.csv'}: No space left on device (the run can "
+        "be resumed with --resume once fixed)"
+    ]
+    monkeypatch.setattr(sim._AppendFile, "append", real)  # space is free again
+    status, _, err = _cli(capsys, *_run_argv(out), "--resume", "-q")
+    assert status == 0, err
+    _assert_same_metrics(out, reference)
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1_unless_debug(monkeypatch, capsys):
+    import importlib
+
+    sim = importlib.import_module("recourse_sim.simulate")
+
+    def broken(*args, **kwargs):
+        raise ValueError("something nobody foresaw " + "x" * 1000)
+
+    monkeypatch.setattr(sim, "simulate", broken)
+    status, _, err = _cli(capsys, "run", SCENARIO, "--rounds", "1", "-q")
+    assert status == 1
+    (line,) = err.splitlines()
+    assert line.startswith("error: unexpected ValueError: something nobody foresaw")
+    assert "--debug" in line and len(line) < 400
+    with pytest.raises(ValueError, match="nobody foresaw"):
+        main(["--debug", "run", SCENARIO, "--rounds", "1", "-q"])
