@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recourse_sim import __version__
@@ -419,3 +420,34 @@ def test_an_unexpected_error_is_one_line_and_exit_1_unless_debug(monkeypatch, ca
     assert "--debug" in line and len(line) < 400
     with pytest.raises(ValueError, match="nobody foresaw"):
         main(["--debug", "run", SCENARIO, "--rounds", "1", "-q"])
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "expected"),
+    [
+        (lambda s: s["learner"].update(coef=np.zeros((1, 9))), "learner.coef has shape (1, 9)"),
+        (lambda s: s["learner"]["coef"].fill(np.nan), "learner.coef has NaN or infinite"),
+        (lambda s: s.update(round=-1), "round '-1' is outside 0.."),
+        (
+            lambda s: s["pool"]["people"].update(X=np.zeros((5, 2))),
+            "pool.people.X has shape (5, 2), expected (n, 4)",
+        ),
+    ],
+    ids=["shape", "nan", "negative_round", "pool_width"],
+)
+def test_a_restored_state_is_checked_against_the_scenario(tmp_path, capsys, corrupt, expected):
+    """Acceptance: a restored state with a wrong shape, NaN parameters or a negative
+    round (its digests recomputed, so only the contents are wrong) is refused with exit
+    2 and one line."""
+    from recourse_sim.checkpoint import load_checkpoint, save_checkpoint
+
+    out = tmp_path / "run"
+    assert main([*_run_argv(out, 2), "-q"]) == 0
+    checkpoint = load_checkpoint(out / "checkpoint")
+    state = checkpoint.state
+    corrupt(state)
+    save_checkpoint(out / "checkpoint", round=checkpoint.round, state=state, meta=checkpoint.meta)
+    status, _, err = _cli(capsys, *_run_argv(out, 3), "--resume")
+    assert status == 2
+    (line,) = err.splitlines()
+    assert line.startswith("error: checkpoint state: ") and expected in line, line

@@ -1022,6 +1022,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         """Restore a state from `get_state` (of an environment of the same scenario)."""
         import torch
 
+        if self._cohort is not None:  # a state of this scenario to hold it against
+            _check_restored(state, self.get_state(), self.scenario.rounds)
         try:
             if state["version"] != STATE_VERSION:
                 raise CheckpointError(
@@ -1089,6 +1091,64 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._history = []
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+# parts of a state whose arrays have one row per person (or remembered row): their
+# first axis may differ from a fresh environment's, their other axes may not
+_ROW_PARTS = ("pool", "holders", "learner.X_mem", "learner.y_mem", "learner.round_sizes")
+_CHECKED_PARTS = ("learner", "theta0", "feature_mean", "feature_scale", "last", "pool", "holders")
+
+
+def _check_restored(state: Any, template: dict, rounds: int) -> None:
+    """CheckpointError unless a restored `state` fits this environment: its round in
+    0..`rounds`, its learner, pool and statistics shaped and typed as `template` (a
+    state of the same scenario), and every float in it finite."""
+    if not isinstance(state, dict):
+        raise CheckpointError("checkpoint state is not a mapping")
+    r = state.get("round")
+    if isinstance(r, bool) or not isinstance(r, int | np.integer) or not 0 <= r <= rounds:
+        raise CheckpointError(f"checkpoint state: round {str(r)[:20]!r} is outside 0..{rounds}")
+    for where, want in _leaves(template, ""):
+        if not where.startswith(_CHECKED_PARTS) or not isinstance(want, np.ndarray):
+            continue
+        got = _lookup(state, where)
+        if not isinstance(got, np.ndarray):
+            raise CheckpointError(f"checkpoint state: {where} is missing or not an array")
+        rows = where.startswith(_ROW_PARTS)
+        same = got.shape[1:] == want.shape[1:] if rows else got.shape == want.shape
+        if got.ndim != want.ndim or not same:
+            raise CheckpointError(
+                f"checkpoint state: {where} has shape {got.shape}, expected "
+                f"{('(n, ' + ', '.join(map(str, want.shape[1:])) + ')') if rows else want.shape}"
+            )
+        if got.dtype.kind != want.dtype.kind:
+            raise CheckpointError(
+                f"checkpoint state: {where} has dtype {got.dtype}, expected {want.dtype}"
+            )
+    for where, value in _leaves(state, ""):
+        if (
+            isinstance(value, np.ndarray)
+            and value.dtype.kind == "f"
+            and not np.isfinite(value).all()
+        ):
+            raise CheckpointError(f"checkpoint state: {where} has NaN or infinite values")
+
+
+def _leaves(tree: Any, where: str):
+    """(dotted path, value) of every leaf of nested mappings."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _leaves(v, f"{where}.{k}" if where else str(k))
+    else:
+        yield where, tree
+
+
+def _lookup(tree: Any, where: str) -> Any:
+    for part in where.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
 
 
 def checked_action(action, shape: tuple[int, ...]) -> np.ndarray:
