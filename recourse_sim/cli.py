@@ -260,11 +260,12 @@ def _slug(name: str) -> str:
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from recourse_sim.scenarios import load_scenario
+    from recourse_sim.simulate import preflight
 
     status = 0
     for name in args.scenarios:
         try:
-            load_scenario(name, overrides=args.overrides or None)
+            preflight(load_scenario(name, overrides=args.overrides or None))
         except RecourseSimError as e:  # report every bad file, not only the first
             _print_error(e)
             status = EXIT_USAGE

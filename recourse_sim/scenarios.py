@@ -1237,6 +1237,42 @@ def _check_class_numbers(scenario: Scenario, data, fail) -> None:
             )
 
 
+def check_classes(scenario: Scenario, n_classes: int) -> None:
+    """Goals and label filters must be classes of the world (0..k-1)."""
+
+    def check(path: str, values: list[int] | None) -> None:
+        for v in values or []:
+            if not 0 <= v < n_classes:
+                raise ConfigError(
+                    f"{scenario.source}: {path}: class {v} out of range; the world has "
+                    f"{n_classes} classes (0..{n_classes - 1})"
+                )
+
+    check("query.goal", [scenario.query.goal])
+    check("query.labels", scenario.query.labels)
+    for name, pop in scenario.populations.items():
+        check(f"populations.{name}.labels", pop.labels)
+        query = getattr(pop, "query", None)
+        if query is not None:
+            check(f"populations.{name}.query.goal", [query.goal])
+            check(f"populations.{name}.query.labels", query.labels)
+
+
+def _n_classes(world) -> int:
+    """The number of classes of a world's labels."""
+    if isinstance(world, GaussianWorld):
+        return len(world.means)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        return load(world.name).n_classes
+    if isinstance(world, CsvWorld):
+        from recourse_sim.data.csv_world import read_csv_world
+
+        return read_csv_world(world).n_classes
+    return 2  # school (H1 or not), FICO (repay or not)
+
+
 def world_group_names(
     world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
 ) -> tuple[str, ...] | None:
@@ -1310,6 +1346,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         _check_class_numbers(scenario, data, fail)
     names = world_feature_names(world)
     _check_budgets(scenario, len(names), fail)
+    check_classes(scenario, _n_classes(world))
 
     def check_names(path: str, values: list[str] | dict | str | None) -> None:
         if isinstance(values, str):  # (features.cost: std)

@@ -77,6 +77,7 @@ __all__ = [
     "PEOPLE_FILE",
     "SCENARIO_FILE",
     "SUMMARY_FILE",
+    "preflight",
     "read_metrics",
     "read_people",
     "simulate",
@@ -346,6 +347,19 @@ def _with_rounds(scenario: Scenario, rounds: int) -> Scenario:
     # model_copy keeps private attributes (the source file that relative paths resolve
     # against); the value needs no revalidation, `rounds` was checked to be positive.
     return scenario.model_copy(update={"rounds": rounds})
+
+
+def preflight(scenario: Scenario) -> None:
+    """Every check a run makes before its first round, without running one: the
+    environment is built and reset (classes, goals, learner parameters through the
+    learner's own validation, the world's data), then dropped. `recourse-sim validate`
+    and a sweep's up-front check use it, so a scenario they accept does not fail at
+    round 0."""
+    env = _make_env(scenario)
+    try:
+        env.reset(seed=0)
+    finally:
+        env.close()
 
 
 def _make_env(scenario: Scenario) -> Any:

@@ -402,6 +402,18 @@ def sweep(
     names = [c.name for c in cells]
     if len(set(names)) != len(names):
         raise ConfigError("two grid values give the same cell directory name; rename them")
+    # every check a cell's run would make, once per distinct setting, before any runs
+    from recourse_sim.simulate import preflight
+
+    checked: set[str] = set()
+    for cell, loaded in scenarios.items():
+        key = loaded.to_yaml()
+        if key not in checked:
+            checked.add(key)
+            try:
+                preflight(loaded)
+            except ConfigError as e:
+                raise ConfigError(f"grid cell {cell.label()}: {e}") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -23,7 +23,7 @@ from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.individual import least_share
-from recourse_sim.scenarios import QuerySpec, Scenario, load_scenario
+from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scenario
 
 # Observation scaling: parameters enter as sign(θ)·log(1 + |θ|) (finite, monotone, and
 # readable whether a weight is 0.01 or 500); feature means in SDs of the history.
@@ -242,7 +242,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self.favourable = self.world.favourable
         self.group_labels = self.world.group_labels
 
-        _check_classes(scenario, self.n_classes)
+        check_classes(scenario, self.n_classes)
         self.action_set, self.causal = _base_action_set(scenario, self.world)
         self.strategies: list[Strategy] = []
         for pname, pop in scenario.populations.items():
@@ -1214,27 +1214,6 @@ def _copy_tree(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.copy()
     return obj
-
-
-def _check_classes(scenario: Scenario, n_classes: int) -> None:
-    """Goals and label filters must be classes of the world (0..k-1)."""
-
-    def check(path: str, values: list[int] | None) -> None:
-        for v in values or []:
-            if not 0 <= v < n_classes:
-                raise ConfigError(
-                    f"{scenario.source}: {path}: class {v} out of range; the world has "
-                    f"{n_classes} classes (0..{n_classes - 1})"
-                )
-
-    check("query.goal", [scenario.query.goal])
-    check("query.labels", scenario.query.labels)
-    for name, pop in scenario.populations.items():
-        check(f"populations.{name}.labels", pop.labels)
-        query = getattr(pop, "query", None)
-        if query is not None:
-            check(f"populations.{name}.query.goal", [query.goal])
-            check(f"populations.{name}.query.labels", query.labels)
 
 
 # -- action sets from the scenario ---------------------------------------------------------------
