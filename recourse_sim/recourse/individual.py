@@ -88,20 +88,20 @@ def individual_recourse(
     """
     X_np, goal_np, state = _checked(learner, X, goal, action_set, method, steps, state)
     need = _needed(objective, target, margin, len(X_np))
-    delta = _recourse_delta(
+    delta = individual_delta(
         learner,
-        state,
         X_np,
         goal_np,
         action_set,
         method,
-        steps,
-        step_size,
-        lam,
-        solver,
-        objective,
-        need,
-        margin,
+        objective=objective,
+        target=target,
+        margin=margin,
+        state=state,
+        steps=steps,
+        step_size=step_size,
+        lam=lam,
+        solver=solver,
     )
     Xt, goal_t, delta_t = torch.from_numpy(X_np), torch.from_numpy(goal_np), torch.from_numpy(delta)
     with torch.no_grad():
