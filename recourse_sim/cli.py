@@ -223,7 +223,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.out is not None
         else Path("runs") / f"{_slug(scenario.name)}-seed{args.seed}"
     )
-    progress = not args.quiet and sys.stderr.isatty() and rounds >= PROGRESS_MIN_ROUNDS
+    # a bar on a terminal; elsewhere (a log) a line every few seconds
+    progress = False
+    if not args.quiet and rounds >= PROGRESS_MIN_ROUNDS:
+        progress = "bar" if sys.stderr.isatty() else "lines"
     frame = simulate(
         scenario,
         rounds,

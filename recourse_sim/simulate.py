@@ -89,6 +89,7 @@ SUMMARY_FILE = "summary.json"
 SCENARIO_FILE = "scenario.yaml"
 CHECKPOINT_DIR = "checkpoint"
 LOCK_FILE = ".lock"
+PROGRESS_LINE_SECONDS = 5.0  # between progress lines when stderr is not a terminal
 
 LEADING_COLUMNS = (
     "round",
@@ -557,7 +558,7 @@ def simulate(
     *,
     resume: bool = False,
     overwrite: bool = False,
-    progress: bool = False,
+    progress: bool | str = False,
     people: bool = False,
     people_features: bool = False,
 ) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
@@ -577,7 +578,8 @@ def simulate(
             none yet). The scenario and seed must be those of the run in `out`; `rounds`
             may be larger than the rounds already done, to extend a finished run.
         overwrite: replace a finished run in `out`.
-        progress: show a tqdm progress bar on stderr.
+        progress: show progress on stderr: True or ``"bar"``, a tqdm bar (a terminal);
+            ``"lines"``, one line every few seconds (logs, pipes, batch jobs).
         people: also return the people table (the rows of ``people.csv``).
         people_features: people.csv also holds each feature's true value and report
             (``feature_<f>``, ``reported_<f>``); part of the run's identity.
@@ -655,12 +657,13 @@ def simulate(
                 _save(out_dir, env, 0, identity, table, crowd, files)
 
         action = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+        lines = _ProgressLines(scenario.name, rounds)
         with tqdm(
             total=rounds,
             initial=done,
             desc=scenario.name,
             unit="round",
-            disable=not progress,
+            disable=progress not in (True, "bar"),
             file=sys.stderr,
             dynamic_ncols=True,
         ) as bar:
@@ -676,6 +679,8 @@ def simulate(
                         files[key].append(text)
                     _save(out_dir, env, done, identity, table, crowd, files)
                 bar.update(1)
+                if progress == "lines":
+                    lines.tick(done)
                 if terminated:  # the world ended (e.g. nobody left); later steps are invalid
                     rounds = done
                     break
@@ -692,6 +697,25 @@ def simulate(
         if lock is not None:
             os.close(lock)  # (releases the lock; the file stays, so no one races its removal)
     return (frame, crowd.frame()) if people else frame
+
+
+class _ProgressLines:
+    """Progress for a log: one line on stderr every `PROGRESS_LINE_SECONDS` (none for a
+    run that ends sooner)."""
+
+    def __init__(self, name: str, rounds: int):
+        self.name, self.rounds, self.every = name, rounds, PROGRESS_LINE_SECONDS
+        self.started = self.last = time.monotonic()
+
+    def tick(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            print(
+                f"{self.name}: round {done}/{self.rounds} ({now - self.started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _save(

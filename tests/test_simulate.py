@@ -357,6 +357,15 @@ def test_progress_bar_only_when_asked(capsys):
     assert "fake" in err and "3/3" in err
 
 
+def test_progress_lines_for_logs(capsys, monkeypatch):
+    """Where stderr is no terminal, a long run prints a plain line every few seconds."""
+    sim = importlib.import_module("recourse_sim.simulate")
+    monkeypatch.setattr(sim, "PROGRESS_LINE_SECONDS", 0.0)
+    simulate(FakeScenario(), rounds=3, progress="lines")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["fake: round 1/3 (0 s)", "fake: round 2/3 (0 s)", "fake: round 3/3 (0 s)"]
+
+
 def test_a_run_that_fails_to_build_leaves_the_previous_run_as_it_was(tmp_path, monkeypatch):
     """Acceptance: a run that fails validation leaves the previous run's files
     byte-identical (everything is built before the directory is touched)."""
