@@ -146,13 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser(
         "plot",
-        help="plot a run's long-term dynamics",
-        description="Plot acceptance rate, recourse success, mean cost and model accuracy "
-        "over rounds, one line per group, from DIR/metrics.csv.",
+        help="plot a run's dynamics, overlay runs, or a sweep's cells",
+        description="One DIR: its dynamics over rounds, one line per group (acceptance, "
+        "recourse success and cost, seekers, true outcomes, accuracy, model shift, the "
+        "collectives, approvals). Several DIRs: the runs overlaid (group 'all'). A sweep "
+        "directory (or sweep.csv): each grid cell as its mean over seeds with a 95 %% band.",
     )
-    plot.add_argument("run_dir", type=Path, metavar="DIR", help="run directory (or metrics.csv)")
+    plot.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="DIR", help="run or sweep directory (or CSV)"
+    )
     plot.add_argument(
         "--out", type=Path, metavar="FILE", help="image to write (default DIR/dynamics.png)"
+    )
+    plot.add_argument(
+        "--group", default="all", help="the group an overlay or a sweep plot shows (default all)"
     )
     plot.set_defaults(handler=_cmd_plot)
 
@@ -305,12 +312,19 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from recourse_sim.plotting import plot_dynamics
+    from recourse_sim.plotting import plot_dynamics, plot_runs, plot_sweep
 
-    out = args.out
-    if out is None:
-        out = (args.run_dir if args.run_dir.is_dir() else args.run_dir.parent) / "dynamics.png"
-    print(f"wrote {plot_dynamics(args.run_dir, out)}")
+    first = args.run_dirs[0]
+    folder = first if first.is_dir() else first.parent
+    sweep = (first / "sweep.csv").is_file() if first.is_dir() else first.name == "sweep.csv"
+    out = args.out if args.out is not None else folder / "dynamics.png"
+    if len(args.run_dirs) > 1:
+        written = plot_runs(args.run_dirs, out, group=args.group)
+    elif sweep:
+        written = plot_sweep(first, out, group=args.group)
+    else:
+        written = plot_dynamics(first, out)
+    print(f"wrote {written}")
     return 0
 
 

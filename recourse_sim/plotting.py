@@ -16,15 +16,31 @@ from recourse_sim.errors import ConfigError, DataError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DYNAMICS_PANELS", "plot_dynamics"]
+__all__ = ["DYNAMICS_PANELS", "plot_dynamics", "plot_runs", "plot_sweep"]
 
 DYNAMICS_PANELS = (
     ("acceptance_rate", "acceptance rate"),
     ("recourse_success_rate", "recourse success rate"),
     ("mean_cost", "mean recourse cost"),
+    ("n_seekers", "seekers"),
+    ("true_outcome_rate", "true favourable outcome"),
     ("model_accuracy", "model accuracy"),
+    ("model_shift", "model shift ‖θ − θ₀‖"),
+    ("collective_participants", "collective participants"),
+    ("approved_favourable_rate", "approved with a favourable outcome"),
 )
-"""(column, axis label) of each panel of `plot_dynamics`."""
+"""(column, axis label) of the panels; a panel is drawn when its column has values."""
+RATES = frozenset(
+    {
+        "acceptance_rate",
+        "recourse_success_rate",
+        "true_outcome_rate",
+        "model_accuracy",
+        "approved_favourable_rate",
+    }
+)
+SEEKER_COLUMNS = ("recourse_success_rate", "mean_cost")  # blank where nobody sought recourse
+REQUIRED = ("round", "group", "acceptance_rate")
 
 
 def plot_dynamics(
@@ -33,7 +49,11 @@ def plot_dynamics(
     *,
     title: str | None = None,
 ) -> Path:
-    """Draw acceptance, recourse success, cost and accuracy over rounds, one line per group.
+    """Draw one run's dynamics over rounds, one line per group (the query group and
+    ``all`` included): acceptance, recourse success and cost (blank in rounds without
+    seekers) and the seekers, true outcomes, accuracy, model shift, the collectives'
+    participants and, where there are approvals, the share of approved people with a
+    favourable outcome (a lender: one minus its default rate).
 
     Args:
         metrics: a tidy metrics table, a ``metrics.csv`` or a run directory holding one.
@@ -45,55 +65,153 @@ def plot_dynamics(
         The path written.
 
     Raises:
-        DataError: the table cannot be read, is empty, or lacks a plotted column.
+        DataError: the table cannot be read, is empty, or lacks a needed column.
         ConfigError: `out` cannot be written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+    if isinstance(metrics, (str, os.PathLike)):
+        title = title if title is not None else _run_title(_run_dir(Path(metrics)))
+    metrics, _ = _metrics(metrics)
+    lines = {}
+    for group in dict.fromkeys(metrics["group"]):  # first-seen order, as in the file
+        rows = metrics[metrics["group"] == group]
+        lines[str(group)] = {c: (rows["round"], rows[c]) for c in rows.columns}
+    return _draw(lines, None, out, title, "group")
 
+
+def plot_runs(
+    runs: list[str | os.PathLike[str]], out: str | os.PathLike[str], *, group: str = "all"
+) -> Path:
+    """Overlay several runs: each panel of `plot_dynamics` for one `group` (default
+    ``all``), one line per run, labelled by its scenario and seed."""
+    lines = {}
+    for run in runs:
+        metrics, source = _metrics(run)
+        rows = metrics[metrics["group"] == group]
+        if rows.empty:
+            raise DataError(f"{source} has no rows of group {group!r}")
+        label = _run_title(_run_dir(Path(run)))
+        while label in lines:  # two runs of one scenario and seed: keep both
+            label += "'"
+        lines[label] = {c: (rows["round"], rows[c]) for c in rows.columns}
+    return _draw(lines, None, out, f"{len(runs)} runs, group {group}", "run")
+
+
+def plot_sweep(
+    sweep: str | os.PathLike[str], out: str | os.PathLike[str], *, group: str = "all"
+) -> Path:
+    """A sweep (``sweep.csv`` or its directory): each grid cell as the mean over its seeds
+    per round with a 95 % confidence band (Student t), for one `group` (default
+    ``all``)."""
+    import numpy as np
+    import pandas as pd
+    from scipy import stats
+
+    path = Path(sweep)
+    path = path / "sweep.csv" if path.is_dir() else path
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read sweep table {path}: {e}") from None
+    if "seed" not in table.columns or not set(REQUIRED) <= set(table.columns):
+        raise DataError(f"{path} is not a sweep table (no seed, round or group column)")
+    grid = list(table.columns[: list(table.columns).index("seed")])
+    table = table[table["group"] == group]
+    if table.empty:
+        raise DataError(f"{path} has no rows of group {group!r}")
+    lines, bands = {}, {}
+    cells = table.groupby(grid, sort=False) if grid else [((), table)]
+    for values, cell in cells:
+        values = values if isinstance(values, tuple) else (values,)
+        label = ", ".join(f"{k}={v}" for k, v in zip(grid, values, strict=True)) or "all cells"
+        by_round = cell.groupby("round")
+        means = by_round.mean(numeric_only=True)
+        n = by_round.size()
+        sem = by_round.std(numeric_only=True).div(np.sqrt(n), axis=0)
+        t = stats.t.ppf(0.975, np.maximum(n - 1, 1)).reshape(-1, 1)
+        lines[label] = {c: (means.index, means[c]) for c in means.columns}
+        bands[label] = {c: (means[c] - t[:, 0] * sem[c], means[c] + t[:, 0] * sem[c]) for c in sem}
+    seeds = table["seed"].nunique()
+    return _draw(
+        lines, bands, out, f"{path.parent.name}: mean and 95 % CI over {seeds} seeds", "cell"
+    )
+
+
+def _run_dir(path: Path) -> Path:
+    return path if path.is_dir() else path.parent
+
+
+def _metrics(metrics) -> tuple[pd.DataFrame, str]:
+    """(the table, where it came from), checked for the columns every plot needs."""
     from recourse_sim.simulate import read_metrics
 
     source = "metrics table"
     if isinstance(metrics, (str, os.PathLike)):
         path = Path(metrics)
         source = str(path / "metrics.csv" if path.is_dir() else path)
-        if title is None:
-            title = _run_title(path if path.is_dir() else path.parent)
         metrics = read_metrics(path)
-    needed = ["round", "group", *(column for column, _ in DYNAMICS_PANELS)]
-    missing = [c for c in needed if c not in metrics.columns]
+    missing = [c for c in REQUIRED if c not in metrics.columns]
     if missing:
         raise DataError(f"{source} lacks column(s) {', '.join(missing)}")
     if metrics.empty:
         raise DataError(f"{source} has no rows")
+    return metrics, source
 
-    fig = Figure(figsize=(11, 7), layout="constrained")
+
+def _draw(lines: dict, bands: dict | None, out, title: str | None, legend_title: str) -> Path:
+    """One panel per `DYNAMICS_PANELS` column with values; `lines`: label → column →
+    (rounds, values); `bands`: label → column → (low, high) or None."""
+    import math
+
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    def values(series: dict, column: str):
+        rounds, v = series[column]
+        v = np.asarray(v, dtype=float).copy()
+        if column in SEEKER_COLUMNS and "n_seekers" in series:
+            v[np.asarray(series["n_seekers"][1], dtype=float) == 0] = np.nan
+        return np.asarray(rounds), v
+
+    panels = [
+        (c, label)
+        for c, label in DYNAMICS_PANELS
+        if any(c in s and np.isfinite(values(s, c)[1]).any() for s in lines.values())
+    ]
+    ncols = 3 if len(panels) > 4 else 2
+    nrows = max(1, math.ceil(len(panels) / ncols))
+    fig = Figure(figsize=(5 * ncols + 2, 3.2 * nrows), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2, sharex=True)
-    groups = list(dict.fromkeys(metrics["group"]))  # first-seen order, as in the file
-    for ax, (column, label) in zip(axes.flat, DYNAMICS_PANELS, strict=True):
-        for group in groups:
-            rows = metrics[metrics["group"] == group]
-            values = rows[column].astype(float)
-            if values.notna().any():  # model accuracy exists only for "all"
-                ax.plot(rows["round"], values, label=str(group), linewidth=1.5)
-        ax.set_ylabel(label)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, squeeze=False)).ravel()
+    for ax, (column, axis_label) in zip(axes, panels, strict=False):
+        for label, series in lines.items():
+            if column not in series:
+                continue
+            rounds, v = values(series, column)
+            if not np.isfinite(v).any():  # e.g. model accuracy exists only for "all"
+                continue
+            (line,) = ax.plot(rounds, v, label=label, linewidth=1.5)
+            if bands is not None and column in bands.get(label, {}):
+                low, high = (np.asarray(b, dtype=float) for b in bands[label][column])
+                ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_ylabel(axis_label)
         ax.grid(alpha=0.3)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-        if column == "mean_cost":  # headroom: costs often sit exactly at the budget
-            ax.set_ylim(0, 1.08 * max(ax.get_ylim()[1], 1e-9))
-        else:  # rates: the whole [0, 1] range, so runs and panels compare at a glance
+        if column in RATES:  # the whole [0, 1] range, so runs and panels compare at a glance
             ax.set_ylim(-0.02, 1.02)
-    for ax in axes[1]:
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_xlabel("round")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", title="group")
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", title=legend_title)
     if title:
         fig.suptitle(title)
     out = Path(out)
     try:
-        fig.savefig(out, dpi=120)
+        fig.savefig(out, dpi=110)
     except OSError as e:
         raise ConfigError(f"cannot write {out}: {e.strerror or e}") from e
     except ValueError as e:  # an image format matplotlib does not know
