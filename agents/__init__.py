@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from recourse_sim.agents.blackbox import CollectiveBlackbox
+from recourse_sim.agents.signal import CollectiveSignal
 from recourse_sim.agents.social import (
     SocialGraph,
     independent_cascade,
@@ -26,8 +28,6 @@ from recourse_sim.agents.social import (
     recruit,
     stochastic_block_model,
 )
-from recourse_sim.agents.blackbox import CollectiveBlackbox
-from recourse_sim.agents.signal import CollectiveSignal
 from recourse_sim.agents.strategies import (
     REGISTRY,
     CollectiveOAR,

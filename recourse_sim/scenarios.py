@@ -711,7 +711,7 @@ class CollectiveBlackboxPopulation(_Collective):
 
     strategy: Literal["collective_blackbox"]
     access: Literal["decisions", "scores"] = "scores"  # what a submitted report reveals
-    budget: PositiveInt | None = 200  # reports submitted to the deployed model a round (None: no limit)
+    budget: PositiveInt | None = 200  # reports answered by the model a round (None: no limit)
     # the update rule the collective assumes (None: the learner's own, a correct assumption)
     assumed_update_rule: Literal["refit", "window", "sgd", "frozen"] | None = None
     memory: PositiveInt = 2000  # latest answered reports kept for fitting the surrogate
