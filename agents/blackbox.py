@@ -23,7 +23,7 @@ Each round it
 With scores and a correct family, a logistic model's answers on d + 1 reports in
 general position determine its parameters, so the surrogate is the model and the plan
 is white-box OAR's. With decisions only, the boundary is learnt but not the slope (a
-small ridge keeps it finite); a wrong update rule changes the hypergradient.
+small ridge, `DECISIONS_RIDGE`, keeps it finite); a wrong update rule changes the hypergradient.
 
 Assumption stated here: like white-box OAR the collective knows the round's training
 rows (X, y) it acts on; only the model is hidden.
@@ -40,16 +40,16 @@ from recourse_sim.learners.base import State, as_tensor
 
 __all__ = ["CollectiveBlackbox", "fit_surrogate_params"]
 
-_RIDGE = 1e-4  # on the parameters, per answer: keeps a decisions-only fit finite
+DECISIONS_RIDGE = 1e-4  # on the parameters, per answer: keeps a decisions-only fit finite
 _LBFGS_ITERATIONS = 100
 
 
 def fit_surrogate_params(
-    surrogate: Learner, state: State, X: np.ndarray, targets: np.ndarray
+    surrogate: Learner, state: State, X: np.ndarray, targets: np.ndarray, ridge: float = 0.0
 ) -> State:
     """`state` with its parameters (``surrogate.param_keys``) refitted so the surrogate's
-    class probabilities on X match `targets` (n, k) in cross-entropy, plus a small ridge;
-    the other entries (scaling, memory) are kept."""
+    class probabilities on X match `targets` (n, k) in cross-entropy, plus `ridge` times
+    the parameters' squared norm; the other entries (scaling, memory) are kept."""
     keys = surrogate.param_keys
     params = {k: state[k].detach().clone().requires_grad_(True) for k in keys}
     Xt, T = as_tensor(X), as_tensor(targets)
@@ -65,7 +65,7 @@ def fit_surrogate_params(
         opt.zero_grad()
         proba = surrogate.proba_fn({**state, **params}, Xt).clamp_min(1e-300)
         loss = -(T * torch.log(proba)).sum(1).mean()
-        loss = loss + _RIDGE * sum((p**2).sum() for p in params.values())
+        loss = loss + ridge * sum((p**2).sum() for p in params.values())
         loss.backward()
         return loss
 
@@ -132,7 +132,10 @@ class CollectiveBlackbox(Strategy):
     def _surrogate(self, learner: Learner) -> tuple[Learner, State] | None:
         if not self._ensure(learner):
             return None
-        state = fit_surrogate_params(self.surrogate, self.surrogate_state, self._P, self._R)
+        ridge = DECISIONS_RIDGE if self.spec.access == "decisions" else 0.0
+        state = fit_surrogate_params(
+            self.surrogate, self.surrogate_state, self._P, self._R, ridge=ridge
+        )
         self.surrogate_state = state
         return self.surrogate, state
 

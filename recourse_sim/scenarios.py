@@ -1425,6 +1425,8 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
     for pname, pop in scenario.populations.items():
         for field in ("actionable", "increase_only", "decrease_only"):
             check_names(f"populations.{pname}.{field}", getattr(pop, field))
+        if pop.strategy == "collective_signal":
+            check_names(f"populations.{pname}.signal", pop.signal)
         both = set(pop.increase_only) & set(pop.decrease_only)
         if both:
             fail(
