@@ -6,8 +6,9 @@ learner's own update θ⁺ = U(θ, X, y):
 * **trimmed refit** (``trim``): drop the share of the round's rows with the highest
   loss −log p(y | x) under the current model θ before updating;
 * **report-anomaly filter** (``anomaly_quantile``): drop rows whose squared robust
-  Mahalanobis distance from the recent kept reports (minimum covariance determinant
-  estimate of their centre and spread) exceeds the χ²_d quantile;
+  Mahalanobis distance from the recent kept reports (`robust_location_scatter`: the
+  mean and covariance of the reports within 3 MADs of the median on every feature)
+  exceeds the χ²_d quantile;
 * **rate limit** (``max_step``): θ⁺ = θ + min(1, s / ‖θ̂⁺ − θ‖) (θ̂⁺ − θ), the update
   shrunk to Euclidean length s over the model parameters (``param_keys``, in the
   learner's own, standardised, coordinates).
@@ -28,7 +29,7 @@ import torch
 
 from recourse_sim.learners.base import Learner, State, as_tensor
 
-__all__ = ["Defense", "limit_step"]
+__all__ = ["Defense", "limit_step", "robust_location_scatter"]
 
 
 def limit_step(before: State, after: State, keys: tuple[str, ...], max_step: float) -> State:
@@ -41,6 +42,24 @@ def limit_step(before: State, after: State, keys: tuple[str, ...], max_step: flo
     for k in keys:
         out[k] = before[k] + scale * change[k]
     return out
+
+
+def robust_location_scatter(X: np.ndarray, cut: float = 3.0):
+    """A robust centre and covariance of the rows X: the mean and covariance of the rows
+    within `cut` scaled MADs (1.4826 · MAD, the SD under normality) of the coordinate-wise
+    median on every feature that varies. Returns (centre, covariance, mask of the varying
+    features), or (None, None, mask) when too few rows remain to estimate them."""
+    median = np.median(X, 0)
+    mad = 1.4826 * np.median(np.abs(X - median), 0)
+    moving = mad > 0  # a feature constant in most rows carries no distance
+    k = int(moving.sum())
+    if not k:
+        return None, None, moving
+    z = np.abs(X[:, moving] - median[moving]) / mad[moving]
+    core = X[(z <= cut).all(1)][:, moving]
+    if len(core) <= 2 * k:
+        return None, None, moving
+    return core.mean(0), np.cov(core, rowvar=False).reshape(k, k), moving
 
 
 class Defense:
@@ -78,17 +97,15 @@ class Defense:
 
     def _anomalous(self, X: np.ndarray) -> np.ndarray:
         from scipy.stats import chi2
-        from sklearn.covariance import MinCovDet
 
-        # the first round compares the reports with themselves (MCD is robust to a
-        # minority of outliers)
+        # the first round compares the reports with themselves (the estimate is robust
+        # to a minority of outliers)
         ref = self.history if len(self.history) > 2 * X.shape[1] else X
-        spread = ref.std(0)
-        moving = spread > 0  # constant features carry no distance
-        if not moving.any() or len(ref) <= 2 * moving.sum():
+        centre, cov, moving = robust_location_scatter(ref)
+        if cov is None:
             return np.zeros(len(X), bool)
-        mcd = MinCovDet(random_state=0).fit(ref[:, moving])
-        d2 = mcd.mahalanobis(X[:, moving])
+        diff = X[:, moving] - centre
+        d2 = np.einsum("ij,ij->i", diff @ np.linalg.pinv(cov), diff)
         return d2 > chi2.ppf(self.spec.anomaly_quantile, int(moving.sum()))
 
     def update(self, learner: Learner, X: np.ndarray, y: np.ndarray, start=None) -> np.ndarray:
