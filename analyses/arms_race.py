@@ -20,6 +20,8 @@ over seeds and the paired differences against no collective under the same defen
 its accuracy change with no collective.
 
     python analyses/arms_race.py            # the committed run (--help for settings)
+    python analyses/arms_race.py --scenarios lending_german   # one scenario's rows ...
+    python analyses/arms_race.py --report   # ... and the report from every scenario's rows
     python analyses/arms_race.py --quick    # a smoke test, to a temp dir
 """
 
@@ -68,7 +70,7 @@ WORLDS = {
             "graph": {"kind": "complete"},
         },
         {"credit_amount": -1000.0},  # report 1,000 DM less credit (cost 1)
-        {"world.cohort_size": 250, "world.people.newcomers": 200},
+        {"world.cohort_size": 150, "world.people.newcomers": 100},
     ),
 }
 
@@ -183,13 +185,15 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         "| collectives recruited over a complete graph with α = 0.5 | the bundled scenarios' "
         "social graphs are another analysis's subject (critical_mass); here every arm "
         "recruits the same members |",
-        "| school_assignment at 500 students a year, lending_german at 250 applicants then "
-        "200 newcomers a round | 2 shared cores: the grid runs within the time below |",
+        "| school_assignment at 500 students a year, lending_german at 150 applicants then "
+        "100 newcomers a round | 2 shared cores: the grid runs within the time below |",
         "| black-box collective knows the round's training rows | as white-box OAR does; "
         "only the model is hidden (agents/blackbox.py) |",
         "",
         f"Time: {seconds:.0f} s for {len(table)} runs, one torch thread, run under "
-        f"`nice -n 10` on a shared machine (load average before the run: {load}).",
+        f"`nice -n 10` on a shared machine (load averages before each scenario's grid: "
+        f"{load}); the scenarios' grids ran as separate processes "
+        "(`--scenarios NAME`, then `--report`).",
         "",
     ]
     return "\n".join(lines)
@@ -228,6 +232,9 @@ def main() -> None:
     parser.add_argument("--burn-in", type=int, default=5, help="first rounds left out")
     parser.add_argument("--scenarios", nargs="+", default=list(WORLDS))
     parser.add_argument("--quick", action="store_true", help="one seed, 3 rounds, temp dir")
+    parser.add_argument(
+        "--report", action="store_true", help="only the report, from arms_race_SCENARIO.csv"
+    )
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     args = parser.parse_args()
     # one torch thread (OAR's solver): a shared machine's thread pool slows it badly;
@@ -239,25 +246,35 @@ def main() -> None:
         Path(tempfile.gettempdir()) / "recourse_sim_arms_race_quick" if args.quick else RESULTS
     )
     out.mkdir(parents=True, exist_ok=True)
-    load = open("/proc/loadavg").read().split()[:3] if Path("/proc/loadavg").exists() else []
-    rows = []
-    start = time.perf_counter()
-    for scenario, arm, defense, seed in itertools.product(
-        args.scenarios, ARMS, DEFENSES, args.seeds
-    ):
-        t0 = time.perf_counter()
-        res = run(scenario, arm, defense, seed, args.rounds, args.burn_in)
-        rows.append({"scenario": scenario, "arm": arm, "defense": defense, "seed": seed, **res})
-        print(
-            f"{scenario} {arm} {defense} {seed}: {res} ({time.perf_counter() - t0:.1f} s)",
-            flush=True,
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    if not args.report:
+        for scenario in args.scenarios:
+            rows = []
+            start = time.perf_counter()
+            for arm, defense, seed in itertools.product(ARMS, DEFENSES, args.seeds):
+                t0 = time.perf_counter()
+                res = run(scenario, arm, defense, seed, args.rounds, args.burn_in)
+                row = {"scenario": scenario, "arm": arm, "defense": defense, "seed": seed}
+                rows.append({**row, **res})
+                print(
+                    f"{scenario} {arm} {defense} {seed}: {res} ({time.perf_counter() - t0:.1f} s)",
+                    flush=True,
+                )
+            table = pd.DataFrame(rows)
+            table["seconds"] = time.perf_counter() - start  # the scenario's whole grid
+            table["load_before"] = load
+            table.to_csv(out / f"arms_race_{scenario}.csv", index=False, float_format="%.6g")
+    if args.report or len(args.scenarios) == len(WORLDS):
+        parts = [pd.read_csv(out / f"arms_race_{name}.csv") for name in WORLDS]
+        table = pd.concat(parts, ignore_index=True)
+        seconds = float(sum(p["seconds"].iloc[0] for p in parts))
+        loads = "; ".join(f"{p['scenario'].iloc[0]}: {p['load_before'].iloc[0]}" for p in parts)
+        table.drop(columns=["seconds", "load_before"]).to_csv(
+            out / "arms_race.csv", index=False, float_format="%.6g"
         )
-    seconds = time.perf_counter() - start
-    table = pd.DataFrame(rows)
-    table.to_csv(out / "arms_race.csv", index=False, float_format="%.6g")
-    _plot(table, out / "arms_race.png")
-    (out / "arms_race.md").write_text(_markdown(table, args, seconds, " ".join(load)))
-    print(f"{len(rows)} runs in {seconds:.0f} s")
+        _plot(table, out / "arms_race.png")
+        (out / "arms_race.md").write_text(_markdown(table, args, seconds, loads))
+        print(f"{len(table)} runs in {seconds:.0f} s")
 
 
 if __name__ == "__main__":
