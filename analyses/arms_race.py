@@ -147,7 +147,12 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         + (" (--quick: a smoke test, not a result)" if args.quick else "")
         + f". {args.rounds} rounds, means over rounds {args.burn_in + 1}–{args.rounds}; "
         f"seeds {list(args.seeds)}, paired (same people and draws in every cell). "
-        "Numbers in percentage points (cost: cost units × 100) with 95 % Student-t CIs "
+        + "".join(
+            f" **{name}: no results yet** (its grid has not been run to the end)."
+            for name in WORLDS
+            if name not in set(table["scenario"])
+        )
+        + " Numbers in percentage points (cost: cost units × 100) with 95 % Student-t CIs "
         "over seeds. Collectives plan against the undefended update: they are not told of "
         "the defense.",
         "",
@@ -275,7 +280,8 @@ def main() -> None:
             table["load_before"] = load
             table.to_csv(out / f"arms_race_{scenario}.csv", index=False, float_format="%.6g")
     if args.report or len(args.scenarios) == len(WORLDS):
-        parts = [pd.read_csv(out / f"arms_race_{name}.csv") for name in WORLDS]
+        done = [name for name in WORLDS if (out / f"arms_race_{name}.csv").exists()]
+        parts = [pd.read_csv(out / f"arms_race_{name}.csv") for name in done]
         table = pd.concat(parts, ignore_index=True)
         seconds = float(sum(p["seconds"].iloc[0] for p in parts))
         loads = "; ".join(f"{p['scenario'].iloc[0]}: {p['load_before'].iloc[0]}" for p in parts)

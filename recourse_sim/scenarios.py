@@ -1088,8 +1088,8 @@ def _keep_settings_of(population: dict, strategy: Any, key: str) -> None:
         typing.get_args(m.model_fields["strategy"].annotation)[0]: m
         for m in typing.get_args(typing.get_args(Population)[0])
     }
-    model = models.get(strategy)
-    if model is None:  # (an unknown strategy: validation names it)
+    model = models.get(strategy) if isinstance(strategy, str) else None
+    if model is None:  # (an unknown strategy, or not a name: validation names it)
         return
     dropped = [k for k in population if k not in model.model_fields]
     for k in dropped:
