@@ -1,7 +1,9 @@
 """Who acts in the world: population strategies, social graphs and coordination policies.
 
 ``REGISTRY`` maps each strategy name a scenario may use to its class: ``truthful``,
-``individual``, ``collective_oar``, ``controlled`` and ``genre``.
+``individual``, ``collective_oar``, ``controlled``, ``genre``, ``collective_blackbox``
+(OAR on a surrogate fitted to the deployed model's answers) and ``collective_signal``
+(planted signals).
 `recourse_sim.agents.policies` holds the analytic coordination policies of a controlled
 collective (``BASELINES``: ``none``, ``individual``, ``oar``, ``optimum``) and
 `recourse_sim.agents.training` trains one with stable-baselines3's PPO (the ``rl`` extra).
@@ -17,6 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from recourse_sim.agents.blackbox import CollectiveBlackbox
+from recourse_sim.agents.signal import CollectiveSignal
 from recourse_sim.agents.social import (
     SocialGraph,
     independent_cascade,
@@ -35,12 +39,17 @@ from recourse_sim.agents.strategies import (
     Truthful,
     make_strategy,
 )
+from recourse_sim.scenarios import STRATEGIES
+
+assert tuple(REGISTRY) == STRATEGIES, "the scenario schema and the registry must agree"
 
 __all__ = [
     "BASELINES",
     "REGISTRY",
     "AnalyticPolicy",
+    "CollectiveBlackbox",
     "CollectiveOAR",
+    "CollectiveSignal",
     "Controlled",
     "GenreRecourse",
     "Individual",

@@ -39,6 +39,7 @@ __all__ = [
     "adapt",
     "effort_tolerance",
     "make_strategy",
+    "register",
 ]
 
 
@@ -100,6 +101,9 @@ class Strategy:
         # last `act` left them, where the strategy computed it (else None): a start for
         # the real update's solver
         self.state_after: State | None = None
+        # the training labels as this strategy's last `act` left them, where it reports
+        # labels (else None)
+        self.labels_after: np.ndarray | None = None
 
     def select(
         self,
@@ -469,9 +473,16 @@ class Controlled(Strategy):
 REGISTRY: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (Truthful, Individual, CollectiveOAR, Controlled, GenreRecourse)
 }
-"""Strategy classes by name."""
+"""Strategy classes by name (the collectives of `recourse_sim.agents.blackbox` and
+`recourse_sim.agents.signal` add themselves with `register`)."""
 
-assert tuple(REGISTRY) == STRATEGIES, "the scenario schema and the registry must agree"
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Add a strategy class to `REGISTRY` under its name (a class decorator)."""
+    if cls.name not in STRATEGIES:
+        raise ConfigError(f"strategy {cls.name!r} is not in the scenario schema's STRATEGIES")
+    REGISTRY[cls.name] = cls
+    return cls
 
 
 def make_strategy(population: str, spec, action_set: ActionSet) -> Strategy:

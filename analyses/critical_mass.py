@@ -19,6 +19,13 @@ gain over no collective (α = 0) is at least --min-gain (3 points of S's success
 clears twice its standard error; we also report the share of the cohort taking part
 there.
 
+A second section plants a signal (Hardt, Mazumdar, Mendler-Dünner & Zrnic, "Algorithmic
+Collective Action in Machine Learning", ICML 2023): in ``signal_planting``'s crowd-labelled
+Gaussian world a share α of the labelled rows reports x3 raised by --signal-offset and
+label 1. Success S(α) (Hardt et al.'s definition) is the share of the round's base rows
+that, carrying the signal, the refitted model labels 1; it is drawn beside the lower
+bound of `hardt_bound` (``critical_mass_signal.csv``, ``critical_mass_signal.png``).
+
 Outputs in --out: ``critical_mass.csv`` (homophily, alpha, seed, query_success,
 participant_share), ``critical_mass_summary.csv`` (means, SEs, the gain over α = 0 and
 the critical α per homophily), ``critical_mass.png`` and ``critical_mass.md``.
@@ -71,6 +78,10 @@ class Args:
     """gain in S's success over α = 0 at which collective action counts as working"""
     spread: float = 0.15
     """probability that a contact passes the plan on (x 8 contacts: a near-critical cascade)"""
+    signal_alphas: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+    """signal planting: share α of the labelled rows in the collective"""
+    signal_offset: float = 6.0
+    """signal planting: the planted pattern g(x) = x + offset · e3 (x3 ~ N(0, 1))"""
     quick: bool = False
     """smoke test: two α, two h, one seed, four rounds, small cohorts"""
     out: Path | None = None
@@ -131,6 +142,63 @@ def run(args: Args, alpha: float, homophily: float, seed: int) -> dict[str, floa
     return {"query_success": float(np.mean(success)), "participant_share": float(np.mean(share))}
 
 
+def hardt_bound(alpha, offset: float, sd: float = 1.0, share_other: float = 0.5):
+    """Lower bound on the success S(α) of the feature-label signal g(x) = x + offset·e3,
+    y* = 1, in the Gaussian world (x3 ~ N(0, sd²) in both classes, `share_other` of the
+    base rows labelled ≠ y*), for a learner that is Bayes-optimal on the mixture
+    P = α P* + (1 − α) P0 (Hardt et al.'s ε = 0):
+
+        S(α) ≥ 1 − P*(x ∉ R) − (1 − α)/α · ξ,  ξ = P0(x ∈ R, y ≠ y*),
+
+    with R = {x3 ≥ offset/2} the half-space nearer the signal. This is Hardt et al.'s
+    feature-label bound (Theorem 1: S ≥ 1 − (1 − α)/α · ξ − ε/α-type terms, ξ the base
+    distribution's mass on signal-carrying points with another label) with the signal
+    set widened from g's image (all of R^d for an offset: ξ = 1, a vacuous bound) to R,
+    at the price of the carriers that fall outside it: on R, the Bayes rule of P labels
+    a point y* unless (1 − α) p0(x, y ≠ y*) ≥ α p*(x), and integrating over those points
+    bounds their P*-mass by (1 − α)/α · ξ."""
+    from scipy.stats import norm
+
+    alpha = np.asarray(alpha, dtype=np.float64)
+    outside = norm.cdf(-offset / (2 * sd))  # P*(x3 < offset/2): carriers centred at offset
+    xi = share_other * norm.sf(offset / (2 * sd))  # P0(x3 >= offset/2, y != y*)
+    with np.errstate(divide="ignore"):
+        bound = 1.0 - outside - (1.0 - alpha) / alpha * xi
+    return np.clip(np.where(alpha > 0, bound, 0.0), 0.0, 1.0)
+
+
+def run_signal(args: Args, alpha: float, seed: int) -> dict[str, float]:
+    """One episode of signal_planting with a collective of share α; success over the
+    rounds after the burn-in."""
+    from recourse_sim.agents.signal import signal_success
+
+    env = RecourseEnv(
+        "signal_planting",
+        rounds=args.rounds,
+        populations__labellers__participation=alpha,
+        populations__labellers__signal={"x3": args.signal_offset},
+        populations__labellers__epsilon=args.signal_offset,
+    )
+    env.reset(seed=seed)
+    zero = np.zeros(env.action_space.shape, np.float32)
+    base, query, accuracy = [], [], []
+    strategy = env.strategies[0]
+    for r in range(args.rounds):
+        c = env._cohort  # the next round's applicants: the model's test rows
+        env.step(zero)
+        if r < args.burn_in:
+            continue
+        data = c.group == env.group_labels.index("data")
+        base.append(signal_success(env.learner, c.X[data], strategy.offsets, 1))
+        query.append(signal_success(env.learner, c.X[~data], strategy.offsets, 1))
+        accuracy.append(float((env.learner.predict(c.X[data]) == c.y0[data]).mean()))
+    return {
+        "success": float(np.mean(base)),
+        "query_success": float(np.mean(query)),
+        "accuracy": float(np.mean(accuracy)),
+    }
+
+
 def main(args: Args) -> None:
     # -- seeding and settings ---------------------------------------------------------------
     # One torch thread (OAR's solver): a shared machine's thread pool slows it badly.
@@ -145,6 +213,7 @@ def main(args: Args) -> None:
             rounds=4,
             burn_in=1,
             cohort_size=300,
+            signal_alphas=(0.0, 0.05),
         )
     out = args.out or (
         Path(tempfile.gettempdir()) / "recourse_sim_critical_mass_quick" if args.quick else RESULTS
@@ -158,13 +227,26 @@ def main(args: Args) -> None:
         print(f"h={h:.2f} α={alpha:.2f} seed={seed}: {rows[-1]}", flush=True)
     seconds = time.perf_counter() - start
 
+    signal_rows = []
+    start = time.perf_counter()
+    for alpha, seed in itertools.product(args.signal_alphas, args.seeds):
+        signal_rows.append({"alpha": alpha, "seed": seed, **run_signal(args, alpha, seed)})
+        print(f"signal α={alpha:.3f} seed={seed}: {signal_rows[-1]}", flush=True)
+    signal_seconds = time.perf_counter() - start
+
     # -- results to files ---------------------------------------------------------------------
     table = pd.DataFrame(rows)
     table.to_csv(out / "critical_mass.csv", index=False, float_format="%.6g")
     summary = _summary(table, args.min_gain)
     summary.to_csv(out / "critical_mass_summary.csv", index=False, float_format="%.6g")
     _plot(table, summary, out / "critical_mass.png")
-    (out / "critical_mass.md").write_text(_markdown(summary, args, seconds))
+    signal = pd.DataFrame(signal_rows)
+    signal.to_csv(out / "critical_mass_signal.csv", index=False, float_format="%.6g")
+    signal_summary = _signal_summary(signal, args)
+    _plot_signal(signal_summary, args, out / "critical_mass_signal.png")
+    (out / "critical_mass.md").write_text(
+        _markdown(summary, args, seconds) + _signal_markdown(signal_summary, args, signal_seconds)
+    )
     print(summary.to_string(index=False))
     print(f"{len(rows)} runs in {seconds:.0f} s")
 
@@ -279,6 +361,88 @@ def _markdown(summary: pd.DataFrame, args: Args, seconds: float) -> str:
         "every seeker spent the whole budget: success at α = 0 falls (see the table), "
         "and the collective's gains, paired differences against it (every setting of a "
         "seed sees the same students), are about as large as before.",
+        "",
+        f"Time: {seconds:.0f} s, one CPU thread.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _signal_summary(table: pd.DataFrame, args: Args) -> pd.DataFrame:
+    """Per α: mean success and its 95 % CI over seeds, with the bound beside it."""
+    g = table.groupby("alpha")
+    summary = g[["success", "query_success", "accuracy"]].mean()
+    n = g.size()
+    summary["success_ci"] = 1.96 * g["success"].std(ddof=1) / np.sqrt(n)
+    summary["bound"] = hardt_bound(summary.index.to_numpy(), args.signal_offset)
+    return summary.reset_index()
+
+
+def _plot_signal(summary: pd.DataFrame, args: Args, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    a = summary[summary["alpha"] > 0]
+    ax.errorbar(a["alpha"], a["success"], yerr=a["success_ci"], marker="o", label="measured S(α)")
+    ax.plot(a["alpha"], a["bound"], "k--", label="lower bound (Bayes-optimal learner)")
+    ax.set_xscale("log")
+    ax.set_xlabel("α (share of labelled rows planting the signal)")
+    ax.set_ylabel("success: signal carriers labelled 1")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"Planted signal x3 + {args.signal_offset:g}, logistic refit each round")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _signal_markdown(summary: pd.DataFrame, args: Args, seconds: float) -> str:
+    planted = summary[summary["alpha"] > 0].set_index("alpha")
+    gap = planted["bound"] - planted["success"]
+    lines = [
+        "",
+        "## Planted signals against Hardt et al.'s lower bound",
+        "",
+        f"`signal_planting` (crowd-labelled Gaussian world, logistic regression refit on each "
+        f"round's 1,000 labelled rows): a share α of the rows reports x3 + "
+        f"{args.signal_offset:g} and label 1. S(α): the share of the next round's base rows "
+        f"that, carrying the signal, the model labels 1 (mean over rounds {args.burn_in + 1}"
+        f"–{args.rounds}; ± 95 % CI over seeds {list(args.seeds)}, every α seeing the same "
+        "people). Bound: `hardt_bound`, S(α) ≥ 1 − P*(x ∉ R) − (1 − α)/α · ξ with "
+        f"R = {{x3 ≥ {args.signal_offset / 2:g}}} and ξ = P0(x ∈ R, y ≠ 1), i.e. Hardt et "
+        "al.'s feature-label bound for a learner that is Bayes-optimal on the mixture "
+        "(ε = 0). Accuracy: the model's accuracy on the base rows' true classes.",
+        "",
+        "| α | measured S(α) | bound | query people's success | accuracy |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in summary.iterrows():
+        lines.append(
+            f"| {r['alpha']:g} | {r['success']:.3f} ± {r['success_ci']:.3f} | "
+            f"{r['bound']:.3f} | {r['query_success']:.3f} | {r['accuracy']:.3f} |"
+        )
+    lines += [
+        "",
+        "Where the bound is tight and where not: the bound is for a learner that is "
+        "Bayes-optimal on the mixture, which can label the rare region R on its own; a "
+        "logistic model must fit the planted rows with one weight on x3 shared with every "
+        "base row, and its regularised fit spends little on a few rows. The measured S(α) "
+        f"stays below the ε = 0 bound at every α > 0 (the linear model is not Bayes-optimal, "
+        f"so the bound does not bind it): the gap is {gap.iloc[0]:.2f} at α = "
+        f"{gap.index[0]:g} and {gap.iloc[-1]:.2f} at α = {gap.index[-1]:g}. It is far "
+        "from tight for small collectives, where Hardt et al.'s ε/α term (the learner's "
+        "suboptimality on the mixture, not measured here) dominates, and close for large "
+        "ones, where the bound and the success both approach 1.",
+        "",
+        "| Deviation from the paper | Why |",
+        "|---|---|",
+        "| ε-term left out of the drawn bound (ε = 0) | Hardt et al.'s ε is the learner's "
+        "suboptimality on the mixture in total variation; it is not computable for the "
+        "logistic learner here, so the bound drawn is the Bayes-optimal learner's |",
+        "| signal set widened to R = {x3 ≥ offset/2} | an additive signal's image is all of "
+        "R^d (ξ = 1, a vacuous bound); the carriers outside R are charged in full |",
+        "| learner retrained each round on one round's rows (window 1) | the simulator's "
+        "online setting; success is the mean over rounds after the burn-in |",
+        "| Theorem 1's form recalled, not checked against the paper's text | the paper is "
+        "not shipped with the project; the derivation is in `hardt_bound`'s docstring |",
         "",
         f"Time: {seconds:.0f} s, one CPU thread.",
         "",

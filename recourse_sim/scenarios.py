@@ -88,7 +88,15 @@ __all__ = [
     "scenario_path",
 ]
 
-STRATEGIES: tuple[str, ...] = ("truthful", "individual", "collective_oar", "controlled", "genre")
+STRATEGIES: tuple[str, ...] = (
+    "truthful",
+    "individual",
+    "collective_oar",
+    "controlled",
+    "genre",
+    "collective_blackbox",
+    "collective_signal",
+)
 """Population strategies a scenario may name (`recourse_sim.agents.REGISTRY` implements them)."""
 
 DATASETS = ("adult", "compas", "german", "iris", "digits")
@@ -383,6 +391,21 @@ _RECOURSE_TRAINING_KEYS = ("recourse_loss_weight", "action_set", "recourse_goal"
 """Learner parameters the environment sets from `LearnerSpec`'s recourse fields."""
 
 
+class DefenseSpec(_Model):
+    """How the deployed model guards its update against manipulated reports
+    (`recourse_sim.learners.defense`); every part is off by default."""
+
+    # trimmed refit: drop this share of the round's rows with the highest loss under the
+    # current model before updating
+    trim: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    # report-anomaly filter: drop rows whose robust Mahalanobis distance from the recent
+    # reports exceeds this chi-square quantile (None: off)
+    anomaly_quantile: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    history: PositiveInt = 1000  # recent kept rows the anomaly filter compares against (rows)
+    # rate limit: largest Euclidean norm of one update's change of the parameters (None: off)
+    max_step: Positive | None = None
+
+
 class LearnerSpec(_Model):
     """The deployed model (`recourse_sim.learners.make_learner`) and its update rule."""
 
@@ -397,6 +420,7 @@ class LearnerSpec(_Model):
     recourse_loss_weight: NonNegative = 0.0
     # budget of delta* (cost units; None: the individual populations' largest budget, else 1)
     recourse_budget: Positive | None = None
+    defense: DefenseSpec = DefenseSpec()  # filters and limits on each update
 
     def learner_params(self, accepted: typing.Iterable[str]) -> dict[str, Any]:
         """Keyword arguments of `make_learner` besides the update rule: ``params`` plus
@@ -680,6 +704,39 @@ class CollectiveOarPopulation(_Collective):
     solver: Literal["pgd", "fgm"] = "pgd"  # OAR solver (fgm: the paper's one-step heuristic)
 
 
+class CollectiveBlackboxPopulation(_Collective):
+    """Training-data subjects running OAR against a surrogate of the deployed model: a model
+    of the assumed family and update rule fitted to the answers the deployed model gives
+    to at most `budget` reports a round (decisions or scores), updated like the learner."""
+
+    strategy: Literal["collective_blackbox"]
+    access: Literal["decisions", "scores"] = "scores"  # what a submitted report reveals
+    budget: PositiveInt | None = 200  # reports answered by the model a round (None: no limit)
+    # the update rule the collective assumes (None: the learner's own, a correct assumption)
+    assumed_update_rule: Literal["refit", "window", "sgd", "frozen"] | None = None
+    memory: PositiveInt = 2000  # latest answered reports kept for fitting the surrogate
+    horizon: PositiveInt = 1  # look-ahead: rounds of updates the plan is optimised over
+    steps: PositiveInt = 10  # projected-gradient steps of the OAR solver
+
+
+class CollectiveSignalPopulation(_Collective):
+    """Training-data subjects planting a signal (Hardt et al. 2023): each member reports
+    its features moved by `signal` (projected into its action set) and, with
+    `set_label`, the label `target`; query subjects then carry the same signal."""
+
+    strategy: Literal["collective_signal"]
+    signal: dict[str, float]  # feature -> offset added by each member (feature units)
+    target: int = Field(1, ge=0)  # the label members report with set_label, and the goal
+    set_label: bool = False  # members report `target` as their label (a crowd-labelling world)
+
+    @field_validator("signal")
+    @classmethod
+    def _signal_given(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("an empty signal changes nothing; give feature: offset pairs")
+        return v
+
+
 class ControlledPopulation(_Collective):
     """Training-data subjects applying the environment's action (a shared direction per class)."""
 
@@ -693,6 +750,8 @@ Population = Annotated[
         CollectiveOarPopulation,
         ControlledPopulation,
         GenrePopulation,
+        CollectiveBlackboxPopulation,
+        CollectiveSignalPopulation,
     ],
     Field(discriminator="strategy"),
 ]
@@ -1029,8 +1088,8 @@ def _keep_settings_of(population: dict, strategy: Any, key: str) -> None:
         typing.get_args(m.model_fields["strategy"].annotation)[0]: m
         for m in typing.get_args(typing.get_args(Population)[0])
     }
-    model = models.get(strategy)
-    if model is None:  # (an unknown strategy: validation names it)
+    model = models.get(strategy) if isinstance(strategy, str) else None
+    if model is None:  # (an unknown strategy, or not a name: validation names it)
         return
     dropped = [k for k in population if k not in model.model_fields]
     for k in dropped:
@@ -1366,6 +1425,8 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
     for pname, pop in scenario.populations.items():
         for field in ("actionable", "increase_only", "decrease_only"):
             check_names(f"populations.{pname}.{field}", getattr(pop, field))
+        if pop.strategy == "collective_signal":
+            check_names(f"populations.{pname}.signal", pop.signal)
         both = set(pop.increase_only) & set(pop.decrease_only)
         if both:
             fail(
@@ -1400,7 +1461,12 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
     check_groups("decision.group_thresholds", scenario.decision.group_thresholds)
     for pname, pop in scenario.populations.items():
         check_groups(f"populations.{pname}.groups", pop.groups)
-        if pop.strategy in ("collective_oar", "controlled"):
+        if pop.strategy in (
+            "collective_oar",
+            "controlled",
+            "collective_blackbox",
+            "collective_signal",
+        ):
             check_groups(f"populations.{pname}.graph.seed_groups", pop.graph.seed_groups)
             if pop.query is not None:
                 check_groups(f"populations.{pname}.query.groups", pop.query.groups)

@@ -21,6 +21,7 @@ from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, p
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
+from recourse_sim.learners.defense import Defense
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scenario
@@ -288,6 +289,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self.action_space = spaces.Box(-1.0, 1.0, shape=(self.n_classes, m), dtype=np.float32)
 
         self.learner: Learner = self._new_learner(random_state=0)
+        self._defense = Defense(scenario.learner.defense, self.n_features)
         n_params = self._param_count()
         G, d = len(self.group_labels), self.n_features
         low = np.concatenate(
@@ -429,6 +431,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         except ConfigError as exc:
             raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
         self._theta0 = self.learner.param_vector()
+        self._defense = Defense(self.scenario.learner.defense, self.n_features)
         self._round = 0
         self._pool = Pool(self._pool_rules)
         self._cohort = self._pool.start(self.world, world_rng, 0 if self._round_zero else 1)
@@ -509,6 +512,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 learner, X_train, y_train, joined, c.report[qmask], qspec.goal, action=action
             )
             X_train = X_train + delta
+            if s.labels_after is not None:  # a collective that reports labels (crowd labelling)
+                y_train = s.labels_after
             # the update this collective solved is of exactly these rows, unless a later
             # one changes them
             update_start = s.state_after
@@ -529,7 +534,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         pare_now = dict(self._pare)
         if pare_now:
             pare_now["has_recourse_rate"] = self._has_recourse_rate(c.report)
-        if len(X_train):
+        if len(X_train) and self._defense.active:
+            self._defense.update(learner, X_train, y_train, start=update_start)
+        elif len(X_train):
             learner.update(X_train, y_train, start=update_start)
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
@@ -1016,6 +1023,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             # what population strategies have learnt (a genre population's GenRe weights
             # and buffer), by population; strategies that learn nothing are left out
             "strategies": {s.population: s.get_state() for s in self.strategies if s.learns},
+            "defense": self._defense.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -1071,6 +1079,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._pare = {k: float(v) for k, v in state.get("pare", {}).items()}
             if self.scenario.decision.rule == "pare" and not self._pare:
                 raise CheckpointError("checkpoint has no PARE threshold for a pare scenario")
+            if "defense" in state:
+                self._defense.set_state(state["defense"])
             learnt = state.get("strategies", {})
             for s in self.strategies:
                 if not s.learns:

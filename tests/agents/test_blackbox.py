@@ -1,0 +1,176 @@
+"""Black-box collectives, planted signals and the learner's defense."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recourse_sim.agents import CollectiveBlackbox, CollectiveSignal
+from recourse_sim.agents.blackbox import fit_surrogate_params
+from recourse_sim.learners import make_learner
+from recourse_sim.learners.defense import Defense, limit_step
+from recourse_sim.recourse import ActionSet
+from recourse_sim.recourse.collective import collective_recourse
+from recourse_sim.recourse.individual import goal_loss
+from recourse_sim.scenarios import (
+    CollectiveBlackboxPopulation,
+    CollectiveSignalPopulation,
+    DefenseSpec,
+)
+
+
+def _problem(seed: int = 0):
+    """A small logistic problem: two Gaussian classes, a query group on class 0's side."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(-1, 1.0, (60, 3)), rng.normal(1, 1.0, (60, 3))])
+    y = np.repeat([0, 1], 60)
+    learner = make_learner("logistic_regression", update_rule="window", window=1, C=1.0)
+    learner.fit(X, y)
+    X_new = np.vstack([rng.normal(-1, 1.0, (60, 3)), rng.normal(1, 1.0, (60, 3))])
+    queries = rng.normal(-0.5, 0.3, (20, 3))
+    members = np.zeros(len(X_new), bool)
+    members[60:90] = True  # half of class 1 takes part
+    return learner, X_new, y, queries, members
+
+
+def _query_loss_after(learner, X, y, delta, queries, goal=1) -> float:
+    """The queries' mean goal loss under the real update on the reports X + delta."""
+    with torch.no_grad():
+        state = learner.update_fn(learner.state_, torch.tensor(X + delta), torch.tensor(y))
+        q = torch.tensor(queries)
+        return float(goal_loss(learner, state, q, torch.full((len(q),), goal)).mean())
+
+
+def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar():
+    learner, X, y, queries, members = _problem()
+    aset = ActionSet(3, epsilon=1.0)
+    white = collective_recourse(learner, X, y, queries, 1, aset, members=members, steps=10)
+    spec = CollectiveBlackboxPopulation(strategy="collective_blackbox", budget=None, steps=10)
+    black = CollectiveBlackbox("c", spec, aset)
+    delta = black.act(learner, X, y, members, queries, 1)
+    honest = _query_loss_after(learner, X, y, 0.0, queries)
+    wb = _query_loss_after(learner, X, y, white.delta, queries)
+    bb = _query_loss_after(learner, X, y, delta, queries)
+    assert wb < honest - 0.05  # the white-box collective gains something
+    assert abs(bb - wb) <= 0.05 * wb
+    # with scores, d + 1 answers pin the logistic model: the surrogate is the model
+    theta = np.concatenate(
+        [black.surrogate_state[k].numpy().ravel() for k in ("coef", "intercept")]
+    )
+    np.testing.assert_allclose(theta, learner.param_vector(), atol=1e-4)
+
+
+def test_decisions_only_and_a_tiny_budget_keep_less_than_scores():
+    learner, X, y, queries, members = _problem(1)
+    aset = ActionSet(3, epsilon=1.0)
+    spec = CollectiveBlackboxPopulation(
+        strategy="collective_blackbox", access="decisions", budget=10, steps=10
+    )
+    black = CollectiveBlackbox("c", spec, aset)
+    delta = black.act(learner, X, y, members, queries, 1)
+    assert black.queries_used == 10
+    assert np.all(np.asarray(aset.cost(delta)) <= 1.0 + 1e-9)
+    assert not delta[~members].any()
+
+
+def test_surrogate_fit_recovers_logistic_scores():
+    learner, X, y, _, _ = _problem(2)
+    proba = learner.predict_proba(X)
+    start = make_learner("logistic_regression").fit(X, 1 - y)  # a deliberately wrong start
+    state = fit_surrogate_params(start, start.state_, X, proba)
+    np.testing.assert_allclose(start.proba_fn(state, torch.tensor(X)).numpy(), proba, atol=1e-5)
+
+
+def test_blackbox_state_round_trips():
+    learner, X, y, queries, members = _problem(3)
+    spec = CollectiveBlackboxPopulation(strategy="collective_blackbox", budget=50, steps=2)
+    a = CollectiveBlackbox("c", spec, ActionSet(3, epsilon=0.5))
+    a.act(learner, X, y, members, queries, 1)
+    a.observe(learner, X, y)
+    b = CollectiveBlackbox("c", spec, ActionSet(3, epsilon=0.5))
+    b.set_state(a.get_state())
+    np.testing.assert_array_equal(
+        a.act(learner, X, y, members, queries, 1), b.act(learner, X, y, members, queries, 1)
+    )
+
+
+def test_signal_moves_members_and_sets_their_labels():
+    learner, X, y, queries, members = _problem()
+    spec = CollectiveSignalPopulation(
+        strategy="collective_signal", signal={"b": 2.0}, set_label=True, target=1, epsilon=5.0
+    )
+    s = CollectiveSignal("c", spec, ActionSet(3, epsilon=5.0, feature_names=["a", "b", "c"]))
+    delta = s.act(learner, X, y, members, queries, 1)
+    np.testing.assert_allclose(delta[members], np.tile([0.0, 2.0, 0.0], (members.sum(), 1)))
+    assert not delta[~members].any()
+    np.testing.assert_array_equal(s.labels_after, np.where(members, 1, y))
+
+
+def test_rate_limit_shrinks_the_step_to_its_length():
+    before = {"w": torch.tensor([0.0, 0.0]), "b": torch.tensor([1.0])}
+    after = {"w": torch.tensor([3.0, 0.0]), "b": torch.tensor([5.0])}  # a step of length 5
+    out = limit_step(before, after, ("w", "b"), 1.0)
+    np.testing.assert_allclose(out["w"].numpy(), [0.6, 0.0])
+    np.testing.assert_allclose(out["b"].numpy(), [1.8])
+    same = limit_step(before, after, ("w", "b"), 10.0)  # within the limit: untouched
+    np.testing.assert_allclose(same["b"].numpy(), [5.0])
+
+
+def test_rate_limit_is_differentiable():
+    before = {"w": torch.zeros(2, dtype=torch.float64)}
+    w = torch.tensor([3.0, 4.0], dtype=torch.float64, requires_grad=True)
+    out = limit_step(before, {"w": w}, ("w",), 1.0)["w"].sum()
+    assert torch.autograd.gradcheck(lambda v: limit_step(before, {"w": v}, ("w",), 1.0)["w"], (w,))
+    out.backward()
+    assert torch.isfinite(w.grad).all()
+
+
+def test_trimmed_refit_drops_the_worst_fitted_rows():
+    learner, X, y, _, _ = _problem()
+    y_flipped = y.copy()
+    y_flipped[:6] = 1  # six rows of class 0 mislabelled: the worst fitted
+    defense = Defense(DefenseSpec(trim=0.05), 3)
+    keep = defense.keep(learner, X, y_flipped)
+    assert defense.dropped_trim == 6
+    proba = learner.predict_proba(X)[np.arange(len(X)), y_flipped]
+    assert proba[~keep].max() <= proba[keep].min()
+
+
+def test_anomaly_filter_drops_far_reports_only():
+    rng = np.random.default_rng(0)
+    learner = _problem()[0]
+    defense = Defense(DefenseSpec(anomaly_quantile=0.999), 3)
+    defense.history = rng.normal(0, 1, (500, 3))
+    reports = rng.normal(0, 1, (100, 3))
+    reports[:5] += 10.0
+    keep = defense.keep(learner, reports, np.zeros(100, int))
+    assert not keep[:5].any()
+    assert keep[5:].mean() > 0.97
+
+
+@pytest.mark.parametrize("name", ["school_assignment_blackbox", "school_assignment_defended"])
+@pytest.mark.slow
+def test_bundled_scenarios_run_five_rounds(name):
+    from recourse_sim.env.recourse_env import RecourseEnv
+
+    env = RecourseEnv(name, rounds=5)
+    env.reset(seed=0)
+    for _ in range(5):
+        _, _, _, truncated, info = env.step(env.action_space.sample() * 0)
+    assert truncated and info["collectives"]["h1_students"]["participants"] > 0
+
+
+def test_signal_planting_runs_five_rounds_and_the_signal_works():
+    from recourse_sim.agents.signal import signal_success
+    from recourse_sim.env.recourse_env import RecourseEnv
+
+    env = RecourseEnv("signal_planting", rounds=5)
+    env.reset(seed=0)
+    for _ in range(5):
+        _, _, _, truncated, _ = env.step(env.action_space.sample() * 0)
+    assert truncated
+    c, s = env._cohort, env.strategies[0]
+    query = c.group == env.group_labels.index("query")
+    honest = float((env.learner.predict(c.report[query]) == 1).mean())
+    assert signal_success(env.learner, c.report[query], s.offsets, 1) > honest + 0.1
