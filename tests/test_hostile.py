@@ -334,3 +334,47 @@ def test_async_vector_env_steps_after_a_torch_matmul(tmp_path):
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
     )
     assert proc.returncode == 0 and "stepped" in proc.stdout, proc.stderr
+
+
+def _children(pid: int) -> set[int]:
+    """PIDs whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_stopped_sweep_leaves_no_worker_and_writes_its_finished_cells(tmp_path):
+    path, out = _gaussian(tmp_path), tmp_path / "sweep"
+    argv = ["sweep", str(path), "--seeds", "0-7", "--workers", "1", "--rounds", "200"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recourse_sim.cli", *argv, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.stdout.readline().startswith("done"), proc.stderr.read()
+    workers = {  # the pool's workers (not multiprocessing's resource tracker)
+        pid
+        for pid in _children(proc.pid)
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    }
+    assert workers
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [errors[0]] and errors[0].startswith("error: stopped by SIGTERM"), err
+    time.sleep(1)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert not alive
+    table = (out / "sweep.csv").read_text().splitlines()
+    assert len(table) > 1 and table[0].startswith("seed,")
