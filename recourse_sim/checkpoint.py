@@ -23,6 +23,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import stat
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -32,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from recourse_sim.errors import CheckpointError
+from recourse_sim.errors import CheckpointError, RecourseSimError
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -40,11 +42,18 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "load_checkpoint",
+    "read_bounded",
     "save_checkpoint",
 ]
 
 CHECKPOINT_FILE = "checkpoint.json"
 """Name of the commit record inside a checkpoint directory."""
+
+MAX_JSON_BYTES = 64_000_000
+"""Largest ``checkpoint.json`` read (one holds a few kilobytes plus random-stream states)."""
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of a ``checkpoint.json`` accepted (a state tree nests about 6 deep)."""
 
 _FORMAT = "recourse-sim-checkpoint"
 _VERSION = 1
@@ -94,13 +103,20 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     Windows); the directory is fsynced so the rename survives a power cut.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # name the file: a failed write() does not
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OSError(e.errno, e.strerror, str(path)) from e
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -111,6 +127,45 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """`atomic_write_bytes` for UTF-8 text (newlines written as ``\\n`` on every platform)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_bounded(
+    path: str | os.PathLike[str],
+    limit: int,
+    what: str,
+    error: type[RecourseSimError] = CheckpointError,
+) -> bytes:
+    """The bytes of regular file `path`, refused with `error` (one line naming `path` as
+    `what`) if it is missing, not a regular file (a FIFO or device would block or never
+    end) or larger than `limit` bytes; never reads more than ``limit + 1`` bytes."""
+    path = Path(path)
+    try:
+        with open(path, "rb", opener=_open_nonblocking) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise error(f"{path}: {what} is not a regular file")
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read {what} ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise error(f"{path}: {what} is larger than {limit} bytes; refused")
+    return data
+
+
+def _open_nonblocking(path: str, flags: int) -> int:
+    # O_NONBLOCK: opening a FIFO with no writer returns at once instead of hanging
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _json_depth(raw: bytes) -> int:
+    """Deepest nesting of brackets in JSON text `raw` (strings skipped), without parsing."""
+    brackets = np.frombuffer(re.sub(rb"[^\[\]{}]", b"", _JSON_STRING.sub(b"", raw)), np.uint8)
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 # --------------------------------------------------------------------------- state encoding
@@ -233,16 +288,16 @@ def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
     Nothing is unpickled.
     """
     path = Path(directory) / CHECKPOINT_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror}") from e
-
+    raw = read_bounded(path, MAX_JSON_BYTES, "checkpoint")
+    if _json_depth(raw) > MAX_JSON_DEPTH:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: nested deeper than {MAX_JSON_DEPTH} levels"
+        )
     try:
         record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"checkpoint {path} is corrupt or truncated (not valid JSON)") from e
     if not isinstance(record, dict) or record.get("format") != _FORMAT:
         raise CheckpointError(f"{path} is not a recourse-sim checkpoint")
@@ -274,5 +329,7 @@ def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
         state = _decode(record["state"], arrays)
         rounds_done, meta = int(record["round"]), dict(record["meta"])
     except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile) as e:
-        raise CheckpointError(f"checkpoint {path} cannot be decoded: {e}") from e
+        raise CheckpointError(f"checkpoint {path} cannot be decoded: {e!s:.200}") from e
+    if rounds_done < 0:
+        raise CheckpointError(f"checkpoint {path} records a negative round ({rounds_done})")
     return Checkpoint(round=rounds_done, state=state, meta=meta, path=path)

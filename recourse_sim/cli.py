@@ -217,13 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import torch
-
     from recourse_sim.scenarios import load_scenario
     from recourse_sim.simulate import METRICS_FILE, PEOPLE_FILE, simulate
 
-    torch.set_num_threads(args.threads)
     scenario = load_scenario(args.scenario, overrides=args.overrides or None)
+    import torch  # after the scenario: a bad one is refused without loading torch
+
+    torch.set_num_threads(args.threads)
     rounds = args.rounds if args.rounds is not None else scenario.rounds
     out = (
         args.out

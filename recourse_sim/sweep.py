@@ -127,6 +127,10 @@ def parse_grid(items: Iterable[str] | Mapping[str, Sequence[Any]]) -> dict[str, 
     return grid
 
 
+MAX_CELLS = 100_000
+"""Most seeds (and cells) a sweep accepts; each cell is a run with its own folder."""
+
+
 def parse_seeds(text: str | Iterable[int]) -> list[int]:
     """Seeds from ``"0-9"``, ``"3"``, ``"0,2,5-7"`` (or a list of ints), in order."""
     if not isinstance(text, str):
@@ -141,6 +145,8 @@ def parse_seeds(text: str | Iterable[int]) -> list[int]:
             lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
             if hi < lo:
                 raise ConfigError(f"--seeds {text!r}: empty range {part!r}")
+            if hi - lo + 1 + len(seeds) > MAX_CELLS:
+                raise ConfigError(f"--seeds {text:.80}: more than {MAX_CELLS} seeds")
             seeds.extend(range(lo, hi + 1))
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
@@ -276,11 +282,20 @@ def _local(tasks: list[_Task], workers: int, address: str | None):
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {pool.submit(_run_cell, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            # A worker that dies (killed, out of memory) breaks the pool: every cell
-            # still in it fails this attempt with BrokenProcessPool and is retried.
-            error = future.exception()
-            yield futures[future], error
+        try:
+            for future in as_completed(futures):
+                # A worker that dies (killed, out of memory) breaks the pool: every cell
+                # still in it fails this attempt with BrokenProcessPool and is retried.
+                error = future.exception()
+                yield futures[future], error
+        except BaseException:  # a stop signal (or a bug): stop the workers, leave none
+            # (no Future.cancel(): the pool marks the rest broken once its workers are gone)
+            workers_left = list(getattr(pool, "_processes", {}).values())
+            for process in workers_left:
+                process.terminate()  # SIGTERM; a cell's files stay resumable
+            for process in workers_left:
+                process.join(timeout=30)
+            raise
 
 
 def _import_ray() -> Any:
@@ -399,6 +414,8 @@ def sweep(
             cell = Cell(values, seed)
             cells.append(cell)
             scenarios[cell] = loaded
+        if len(cells) > MAX_CELLS:
+            raise ConfigError(f"the grid and seeds give more than {MAX_CELLS} cells")
     names = [c.name for c in cells]
     if len(set(names)) != len(names):
         raise ConfigError("two grid values give the same cell directory name; rename them")
@@ -429,35 +446,44 @@ def sweep(
             todo.append(cell)
 
     errors: dict[Cell, str] = {}
-    for attempt in range(1, ATTEMPTS + 1):
-        if not todo:
-            break
-        tasks = [
-            _Task(
-                scenario=scenarios[c],
-                rounds=scenarios[c].rounds,
-                seed=c.seed,
-                out=str(out / c.name),
-                resume=attempt == 1,  # continue a killed cell; a retry starts afresh
-                overwrite=attempt > 1,
-            )
-            for c in todo
-        ]
-        failed = []
-        for i, error in _BACKENDS[backend](tasks, min(workers, len(tasks)), address):
-            cell = todo[i]
-            if error is None:
-                result.ran.append(cell)
-                errors.pop(cell, None)
-                say(f"done   {cell.label()}" + (" (on retry)" if attempt > 1 else ""))
-            else:
-                failed.append(cell)
-                errors[cell] = _describe(error)
-                verb = "retry " if attempt < ATTEMPTS else "FAILED"
-                say(f"{verb} {cell.label()}: {errors[cell]}")
-        if attempt < ATTEMPTS:
-            result.retried.extend(failed)
-        todo = [c for c in cells if c in set(failed)]  # grid order
+    try:
+        for attempt in range(1, ATTEMPTS + 1):
+            if not todo:
+                break
+            tasks = [
+                _Task(
+                    scenario=scenarios[c],
+                    rounds=scenarios[c].rounds,
+                    seed=c.seed,
+                    out=str(out / c.name),
+                    resume=attempt == 1,  # continue a killed cell; a retry starts afresh
+                    overwrite=attempt > 1,
+                )
+                for c in todo
+            ]
+            failed = []
+            for i, error in _BACKENDS[backend](tasks, min(workers, len(tasks)), address):
+                cell = todo[i]
+                if error is None:
+                    result.ran.append(cell)
+                    errors.pop(cell, None)
+                    say(f"done   {cell.label()}" + (" (on retry)" if attempt > 1 else ""))
+                else:
+                    failed.append(cell)
+                    errors[cell] = _describe(error)
+                    verb = "retry " if attempt < ATTEMPTS else "FAILED"
+                    say(f"{verb} {cell.label()}: {errors[cell]}")
+            if attempt < ATTEMPTS:
+                result.retried.extend(failed)
+            todo = [c for c in cells if c in set(failed)]  # grid order
+    except BaseException:  # stopped: keep what finished, so running again continues
+        finished = set(result.ran) | set(result.skipped)
+        result.table = _combine(out, [c for c in cells if c in finished], grid)
+        say(
+            f"stopped: wrote {result.table} ({len(finished)} finished cells); run the sweep "
+            "again to continue"
+        )
+        raise
     result.failed = {c: errors[c] for c in todo}
 
     failures_path = out / FAILURES_FILE

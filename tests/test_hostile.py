@@ -1,0 +1,380 @@
+"""Hostile and unlucky use, process by process: bounded inputs under a memory limit, a
+full disk, signals, a second writer, failing runs that destroy nothing, hand-edited
+checkpoints, and the async vector env after torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recourse_sim.checkpoint import _digest, load_checkpoint
+from recourse_sim.cli import _slug as slug
+from recourse_sim.cli import main
+
+ADDRESS_SPACE = 4 * 2**30
+SCENARIO = "ok_gaussian_run.yaml"
+CORPUS = Path(__file__).parent / "bad_inputs"
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def _cli(*argv: str, cwd: Path | None = None, limit: bool = False, timeout: float = 60):
+    return subprocess.run(
+        [sys.executable, "-m", "recourse_sim.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        preexec_fn=_limit_memory if limit else None,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def _one_error_line(proc: subprocess.CompletedProcess, status: int = 2) -> str:
+    assert proc.returncode == status, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def _gaussian(tmp_path: Path, extra: str = "", name: str = "g") -> Path:
+    text = (
+        (CORPUS / SCENARIO)
+        .read_text(encoding="utf-8")
+        .replace("name: ok_gaussian_run", f"name: {json.dumps(name)}")
+    )
+    path = tmp_path / "g.yaml"
+    path.write_text(text + extra, encoding="utf-8")
+    return path
+
+
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\ndescription: *a9\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["alias_bomb", "deep_nesting", "huge_history"])
+def test_unbounded_inputs_exit_2_fast_under_4_gb(tmp_path, case):
+    if case == "alias_bomb":
+        path = tmp_path / "bomb.yaml"
+        path.write_text(_alias_bomb(), encoding="utf-8")
+    elif case == "deep_nesting":
+        path = tmp_path / "deep.yaml"
+        path.write_text("description: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    else:
+        path = _gaussian(tmp_path, "")
+        text = path.read_text(encoding="utf-8").replace(
+            "  query_size: 5", "  query_size: 5\n  history_size: 1000000000000"
+        )
+        path.write_text(text, encoding="utf-8")
+    started = time.perf_counter()
+    proc = _cli("run", str(path), "--out", str(tmp_path / "run"), limit=True)
+    assert time.perf_counter() - started < 10
+    line = _one_error_line(proc)
+    assert path.name in line
+    assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_set_value_nesting_and_aliases_are_bounded(capsys):
+    deep = "[" * 5000 + "]" * 5000
+    assert main(["validate", "school_assignment", "--set", f"description={deep}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deeper than" in err
+    assert len(err) < 500
+
+
+def test_checkpoint_json_nesting_is_refused_before_parsing(tmp_path):
+    from recourse_sim.errors import CheckpointError
+
+    (tmp_path / "checkpoint.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CheckpointError, match="nested deeper"):
+        load_checkpoint(tmp_path)
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    fifo = tmp_path / "s.yaml"
+    os.mkfifo(fifo)
+    assert main(["validate", str(fifo)]) == 2
+    assert "s.yaml" in capsys.readouterr().err
+
+
+def test_the_default_folder_is_a_slug_inside_runs(tmp_path, monkeypatch):
+    assert slug("../../x") == "x"
+    assert slug("/etc/passwd") == "etc_passwd"
+    assert slug("..") == "scenario"
+    assert slug("a\udcffb") == "a_b"
+    path = _gaussian(tmp_path, name="../../escaped")
+    work = tmp_path / "work" / "deeper"
+    work.mkdir(parents=True)
+    before = set(tmp_path.rglob("*"))
+    monkeypatch.chdir(work)
+    assert main(["run", str(path), "--rounds", "1", "-q"]) == 0
+    created = set(tmp_path.rglob("*")) - before
+    assert created and all((work / "runs") in p.parents or p == work / "runs" for p in created)
+
+
+def test_a_failing_run_leaves_the_previous_run_untouched(tmp_path, capsys):
+    path, out = _gaussian(tmp_path), tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "-q"]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # without --overwrite: refused, naming the run that is there
+    assert main(["run", str(path), "--out", str(out), "-q"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    # with --overwrite but a value only fitting refuses
+    bad = [
+        "--set",
+        "learner.type=logistic_regression",
+        "--set",
+        "learner.params.C=-1",
+        "--overwrite",
+    ]
+    assert main(["run", str(path), "--out", str(out), "-q", *bad]) == 2
+    capsys.readouterr()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.slow
+def test_a_second_writer_is_refused_naming_the_first(tmp_path):
+    from recourse_sim.simulate import _claim
+
+    out = tmp_path / "run"
+    lock = _claim(out)
+    try:
+        proc = _cli("run", str(_gaussian(tmp_path)), "--out", str(out), "-q")
+        line = _one_error_line(proc)
+        assert f"is in use by process {os.getpid()}" in line
+    finally:
+        os.close(lock)
+    # a lock left by a dead process (its file still there) is taken over
+    assert (out / ".lock").exists()
+    proc = _cli("run", str(_gaussian(tmp_path)), "--out", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+
+
+def _edit_checkpoint(out: Path, edit) -> None:
+    """Change the saved state with `edit(state_arrays, record)` and recompute both digests,
+    as a careful vandal would."""
+    import hashlib
+    import io
+
+    directory = out / "checkpoint"
+    record = json.loads((directory / "checkpoint.json").read_text())
+    npz = directory / record["arrays"]
+    with np.load(npz) as f:
+        arrays = {k: f[k] for k in f.files}
+    edit(arrays, record)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    npz.write_bytes(buffer.getvalue())
+    record["arrays_sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    record["sha256"] = _digest(record)
+    (directory / "checkpoint.json").write_text(json.dumps(record))
+
+
+def _array_named(record: dict, path: tuple[str, ...]) -> str:
+    node = record["state"]
+    for part in path:
+        node = node[part]
+    return node["__ndarray__"]
+
+
+@pytest.mark.parametrize("damage", ["wrong_shape", "nan_parameter", "negative_round"])
+def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused(tmp_path, capsys, damage):
+    path, out = _gaussian(tmp_path), tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--rounds", "1", "-q"]) == 0
+
+    def edit(arrays, record):
+        if damage == "negative_round":
+            record["round"] = -5
+            return
+        key = _array_named(record, ("theta0",))
+        if damage == "wrong_shape":
+            arrays[key] = np.concatenate([arrays[key], [1.0]])
+        else:
+            arrays[key] = np.full_like(arrays[key], np.nan)
+
+    _edit_checkpoint(out, edit)
+    status = main(["run", str(path), "--out", str(out), "--rounds", "2", "--resume", "-q"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: checkpoint"), err
+
+
+def test_an_oserror_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    simulate_module = sys.modules["recourse_sim.simulate"]
+    path, out = _gaussian(tmp_path), tmp_path / "run"
+    real = simulate_module._AppendFile.append
+    calls = {"n": 0}
+
+    def full(self, text):
+        calls["n"] += 1
+        if calls["n"] == 3:  # round 2's metrics
+            raise OSError(28, "No space left on device", str(self.path))
+        real(self, text)
+
+    monkeypatch.setattr(simulate_module._AppendFile, "append", full)
+    assert main(["run", str(path), "--out", str(out), "--rounds", "4", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "cannot write" in err and "metrics.csv" in err and "--resume" in err
+    # space freed: the resumed run writes exactly what an uninterrupted one does
+    monkeypatch.setattr(simulate_module._AppendFile, "append", real)
+    argv = ["run", str(path), "--rounds", "4", "-q"]
+    assert main([*argv, "--out", str(out), "--resume"]) == 0
+    assert main([*argv, "--out", str(tmp_path / "reference")]) == 0
+    for name in ("metrics.csv", "people.csv"):
+        assert (out / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1(monkeypatch, capsys):
+    import recourse_sim.cli as cli
+
+    def boom(args):
+        raise ZeroDivisionError("x" * 100_000)
+
+    monkeypatch.setattr(cli, "_cmd_validate", boom)
+    monkeypatch.setattr(
+        cli, "build_parser", _with_handler(cli.build_parser, "validate", boom), raising=True
+    )
+    assert main(["validate", "x"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ZeroDivisionError" in err and len(err) <= 420
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "validate", "x"])
+
+
+def _with_handler(build, command, handler):
+    def build_parser():
+        parser = build()
+        parser._subparsers._group_actions[0].choices[command].set_defaults(handler=handler)
+        return parser
+
+    return build_parser
+
+
+def _run_until(out: Path, argv: list[str], rounds_on_disk: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recourse_sim.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        checkpoint = out / "checkpoint" / "checkpoint.json"
+        try:
+            if json.loads(checkpoint.read_text())["round"] >= rounds_on_disk:
+                return proc
+        except (OSError, ValueError, KeyError):
+            pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read())
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the run never got going")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_is_one_line_and_resume_is_byte_identical(tmp_path, signum):
+    path = _gaussian(tmp_path)
+    text = path.read_text().replace("class_sizes: [20, 20]", "class_sizes: [400, 400]")
+    path.write_text(text)
+    reference = tmp_path / "reference"
+    argv = ["run", str(path), "--rounds", "300", "-q"]
+    assert _cli(*argv, "--out", str(reference), timeout=600).returncode == 0
+    out = tmp_path / "run"
+    proc = _run_until(out, [*argv, "--out", str(out)], 3)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert err.count("\n") == 1 and signal.Signals(signum).name in err, err
+    assert _cli(*argv, "--out", str(out), "--resume", timeout=600).returncode == 0
+    for name in ("metrics.csv", "people.csv"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_async_vector_env_steps_after_a_torch_matmul(tmp_path):
+    script = textwrap.dedent(
+        """
+        import gymnasium as gym
+        import torch
+
+        import recourse_sim  # noqa: F401
+
+        a = torch.randn(300, 300)
+        (a @ a).sum()
+        envs = gym.make_vec(
+            "recourse_sim/SchoolAssignment-v1", num_envs=2, vectorization_mode="async"
+        )
+        envs.reset(seed=0)
+        envs.step(envs.action_space.sample())
+        envs.close()
+        print("stepped")
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0 and "stepped" in proc.stdout, proc.stderr
+
+
+def _children(pid: int) -> set[int]:
+    """PIDs whose parent is `pid` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_stopped_sweep_leaves_no_worker_and_writes_its_finished_cells(tmp_path):
+    path, out = _gaussian(tmp_path), tmp_path / "sweep"
+    argv = ["sweep", str(path), "--seeds", "0-7", "--workers", "1", "--rounds", "200"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recourse_sim.cli", *argv, "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.stdout.readline().startswith("done"), proc.stderr.read()
+    workers = {  # the pool's workers (not multiprocessing's resource tracker)
+        pid
+        for pid in _children(proc.pid)
+        if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    }
+    assert workers
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [errors[0]] and errors[0].startswith("error: stopped by SIGTERM"), err
+    time.sleep(1)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert not alive
+    table = (out / "sweep.csv").read_text().splitlines()
+    assert len(table) > 1 and table[0].startswith("seed,")
