@@ -374,6 +374,18 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as e:
+        raise ConfigError(f"cannot read data file {path}: {e.strerror or e}") from None
+    return digest.hexdigest()
+
+
 def _json_value(value: Any) -> Any:
     """A strict-JSON value: numpy scalars unwrapped, NaN as null."""
     if isinstance(value, np.generic):
@@ -616,6 +628,9 @@ def simulate(
         "scenario_sha256": _sha256(_with_rounds(scenario, 1).to_yaml().encode("utf-8")),
         "people_features": bool(people_features),
     }
+    world = getattr(scenario, "world", None)
+    if getattr(world, "kind", None) == "csv":  # the data is part of the run
+        identity["data_sha256"] = _file_sha256(Path(world.path))
     out_dir = None if out is None else Path(out)
     # Nothing in an existing run directory changes until everything is checked: first
     # the directory (read only, before building the env, which may fit an oracle: a
@@ -743,6 +758,8 @@ def _mismatch(out: Path, run: Mapping[str, Any], wanted: Mapping[str, Any]) -> s
     """One line saying how the run in `out` differs from the one asked to resume."""
     held = f"scenario {run.get('scenario')!r} seed {run.get('seed')!r}"
     asked = f"scenario {wanted['scenario']!r} seed {wanted['seed']!r}"
-    if held == asked:
+    if held == asked and run.get("data_sha256") != wanted.get("data_sha256"):
+        asked += " on a changed data file (its contents differ from the run's)"
+    elif held == asked:
         asked += " with different settings (edited scenario file or other --set overrides)"
     return f"{out} holds a run of {held}; cannot resume it as {asked}"

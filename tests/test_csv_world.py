@@ -124,3 +124,18 @@ def test_a_population_that_can_change_nothing_is_warned_about(tmp_path):
         "populations.applicants can change nothing" in m and "features.actionable" in m
         for m in messages
     ), messages
+
+
+def test_resume_refuses_a_changed_data_file(tmp_path, capsys):
+    """The data file's digest is part of a run's identity: --resume on a changed CSV is
+    refused with one line."""
+    from recourse_sim.cli import main
+
+    path = _scenario(tmp_path, RAW)
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--rounds", "1", "--out", str(out), "-q"]) == 0
+    with open(tmp_path / "loans.csv", "a") as f:
+        f.write("10.0,1.0,40,1\n")
+    status = main(["run", str(path), "--rounds", "2", "--out", str(out), "--resume", "-q"])
+    err = capsys.readouterr().err
+    assert status == 2 and "on a changed data file" in err and len(err.splitlines()) == 1
