@@ -39,7 +39,8 @@ def scenario_reference() -> str:
             comment = comments.get((model.__name__, name)) or _inherited(model, name, comments)
             default = "required" if field.is_required() else f"`{_short(field.get_default())}`"
             out.append(
-                f"| `{name}` | {_type_name(field.annotation)} | {default} | {comment or ''} |"
+                f"| `{name}` | {_type_name(field.annotation)}{_range(field)} | {default} "
+                f"| {comment or ''} |"
             )
         out.append("")
     return "\n".join(out)
@@ -79,6 +80,30 @@ def _type_name(annotation) -> str:
     if annotation is type(None):
         return "null"
     return getattr(annotation, "__name__", str(annotation)).replace("|", "\\|")
+
+
+def _range(field) -> str:
+    """The field's numeric bounds, e.g. ' ≥ 1' or ' in [0, 1)'; nothing when unbounded."""
+    found: dict[str, float] = {}
+    for item in [*field.metadata, *_annotated_metadata(field.annotation)]:
+        for key in ("ge", "gt", "le", "lt"):
+            if getattr(item, key, None) is not None:
+                found[key] = getattr(item, key)
+    low = ("[", found["ge"]) if "ge" in found else ("(", found["gt"]) if "gt" in found else None
+    high = ("]", found["le"]) if "le" in found else (")", found["lt"]) if "lt" in found else None
+    if low and high:
+        return f", in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
+    if low:
+        return f", {'≥' if low[0] == '[' else '>'} {low[1]:g}"
+    if high:
+        return f", {'≤' if high[0] == ']' else '<'} {high[1]:g}"
+    return ""
+
+
+def _annotated_metadata(annotation) -> list:
+    if typing.get_origin(annotation) is typing.Annotated:
+        return [m for meta in annotation.__metadata__ for m in getattr(meta, "metadata", [meta])]
+    return [m for arg in typing.get_args(annotation) for m in _annotated_metadata(arg)]
 
 
 def _short(value) -> str:

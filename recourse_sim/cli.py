@@ -53,6 +53,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _parallelism(text: str) -> int:
+    """A thread or worker count: positive and at most 4 per CPU (libgomp aborts on a
+    billion threads; anything past the CPUs only oversubscribes)."""
+    value = _positive_int(text)
+    cpus = os.cpu_count() or 1
+    if value > 4 * cpus:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {4 * cpus} (4 per CPU on this {cpus}-CPU machine), got {value}"
+        )
+    return value
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -114,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     run.add_argument(
         "--threads",
-        type=_positive_int,
+        type=_parallelism,
         default=1,
         metavar="N",
         help="torch intra-op threads (default 1: round-sized tensors gain nothing from "
@@ -203,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serial: one cell after another in this process",
     )
     sweep.add_argument(
-        "--workers", type=_positive_int, metavar="K", help="parallel cells (default: CPU count)"
+        "--workers", type=_parallelism, metavar="K", help="parallel cells (default: CPU count)"
     )
     sweep.add_argument(
         "--address", metavar="ADDR", help="Ray cluster to join (default: start Ray locally)"
@@ -412,21 +424,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     previous = _install_signal_handlers()
+    how_to_continue = "a run continues with --resume"
     try:
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help and --version print, then exit
             return e.code if isinstance(e.code, int) else 0
+        if args.handler is _cmd_sweep:
+            how_to_continue = "running the same sweep again continues it"
         return args.handler(args)
     except (UsageError, RecourseSimError) as e:
         _print_error(e)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("error: interrupted (a run continues with --resume)", file=sys.stderr)
+        print(f"error: interrupted ({how_to_continue})", file=sys.stderr)
         return 130
     except _Stopped as e:
         name = signal.Signals(e.signum).name
-        print(f"error: stopped by {name} (a run continues with --resume)", file=sys.stderr)
+        print(f"error: stopped by {name} ({how_to_continue})", file=sys.stderr)
         return 128 + e.signum
     except BrokenPipeError:  # the reader left (`recourse-sim list | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -109,8 +109,41 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 GenreGamma = Annotated[float, Field(ge=0.5, lt=1.0)]  # GenRe's gamma: in [0.5, 1)
 
 
+# Every real-valued setting lies within ±MAX_MAGNITUDE (larger ones overflow the
+# round's arithmetic: squares and sums of 10^6 rows); only the fields a model lists in
+# `_INFINITE_OK` may be infinite (a norm's p).
+MAX_MAGNITUDE = 1e9
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
+    _INFINITE_OK: typing.ClassVar[frozenset[str]] = frozenset()
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite_reals(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name in cls._INFINITE_OK:
+            return value
+        for x in _reals(value):
+            if not math.isfinite(x):
+                raise ValueError(f"must be a finite number, got {x}")
+            if abs(x) > MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{x:g} is outside ±{MAX_MAGNITUDE:g}, the range a real setting may take"
+                )
+        return value
+
+
+def _reals(value: Any):
+    """The floats directly inside a field's value (nested models check their own)."""
+    if isinstance(value, float):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _reals(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _reals(item)
 
 
 # -- worlds --------------------------------------------------------------------------------
@@ -366,6 +399,7 @@ class FeatureRules(_Model):
     # is one standard deviation of the feature in the world's data
     cost: dict[str, NonNegative | Literal["std"]] | Literal["std"] = {}
     p: float = 2.0  # norm of the cost, 1, 2 or inf
+    _INFINITE_OK = frozenset({"p"})
 
     @field_validator("p")
     @classmethod

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -216,10 +217,14 @@ class SweepResult:
 def _run_cell(task: _Task) -> float:
     """Run one cell (in a worker); return its wall time. Exceptions propagate."""
     import torch
+    from tqdm import tqdm
 
     from recourse_sim.simulate import simulate
 
     torch.set_num_threads(1)
+    # tqdm's default lock is a named multiprocessing semaphore, which a worker stopped by
+    # SIGTERM would leak (and Python warn about); a worker draws no bar.
+    tqdm.set_lock(threading.RLock())
     started = time.perf_counter()
     simulate(
         task.scenario,
