@@ -152,9 +152,11 @@ def _reals(value: Any):
 class OracleSpec(_Model):
     """The outcome oracle of tabular worlds: a calibrated random forest fit on all rows."""
 
-    trees: PositiveInt = 100  # number of trees in the forest
+    # number of trees in the forest (a forest of 5,000 already takes minutes to fit)
+    trees: Annotated[int, Field(ge=1, le=5000)] = 100
     min_samples_leaf: PositiveInt = 5  # smallest leaf (rows); larger = smoother probabilities
-    seed: int = 0  # random_state of the forest (the oracle is part of the world, not the episode)
+    # random_state of the forest (the oracle is part of the world, not the episode)
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
 
 
 class PeopleSpec(_Model):
