@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="names or YAML files")
     validate.add_argument(
+        "-q", "--quiet", action="store_true", help="only 'ok' or the error, no world summary"
+    )
+    validate.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides", help=set_help
     )
     validate.set_defaults(handler=_cmd_validate)
@@ -287,12 +290,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     status = 0
     for name in args.scenarios:
         try:
-            preflight(load_scenario(name, overrides=args.overrides or None))
+            summary = preflight(load_scenario(name, overrides=args.overrides or None))
         except RecourseSimError as e:  # report every bad file, not only the first
             _print_error(e)
             status = EXIT_USAGE
         else:
             print(f"ok: {name}")
+            if not args.quiet:
+                print("\n".join(f"  {line}" for line in summary))
     return status
 
 

@@ -150,7 +150,12 @@ def _reals(value: Any):
 
 
 class OracleSpec(_Model):
-    """The outcome oracle of tabular worlds: a calibrated random forest fit on all rows."""
+    """The outcome oracle of tabular worlds: a calibrated random forest (see
+    `recourse_sim.env.oracle`)."""
+
+    # cross: each half of the rows is scored by the forest fit on the other half (no row
+    # by a model that saw it); all: one forest fit on every row
+    fit: Literal["cross", "all"] = "cross"
 
     # number of trees in the forest (a forest of 5,000 already takes minutes to fit)
     trees: Annotated[int, Field(ge=1, le=5000)] = 100

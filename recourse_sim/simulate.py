@@ -350,17 +350,70 @@ def _with_rounds(scenario: Scenario, rounds: int) -> Scenario:
     return scenario.model_copy(update={"rounds": rounds})
 
 
-def preflight(scenario: Scenario) -> None:
+def preflight(scenario: Scenario) -> list[str]:
     """Every check a run makes before its first round, without running one: the
     environment is built and reset (classes, goals, learner parameters through the
     learner's own validation, the world's data), then dropped. `recourse-sim validate`
     and a sweep's up-front check use it, so a scenario they accept does not fail at
-    round 0."""
+    round 0. Returns `world_summary`'s lines."""
     env = _make_env(scenario)
     try:
         env.reset(seed=0)
+        return world_summary(env)
     finally:
         env.close()
+
+
+SUMMARY_FEATURES = 12  # actionable features listed by `world_summary` (then "… N more")
+
+
+def world_summary(env: Any) -> list[str]:
+    """A screen about the world a scenario builds: its rows, how labels are coded and
+    balanced, its groups and their sizes, and what people can change at what cost.
+    Groups and class shares are of one cohort drawn with seed 0 (of every row for
+    tabular worlds)."""
+    world, actions = env.world, env.action_set
+    data = getattr(world, "data", None)
+    if data is not None:
+        y, group, rows = data.y, data.group, f"{len(data.y):,} rows"
+    else:
+        cohort = world.newcomers(world.cohort_size, np.random.default_rng(0))
+        y, group, rows = cohort.y0, cohort.group, f"a cohort of {len(cohort.y0):,} people"
+    values = getattr(data, "class_values", ()) or tuple(str(k) for k in range(world.n_classes))
+    shares = np.bincount(np.asarray(y, np.int64), minlength=world.n_classes) / max(len(y), 1)
+    classes = ", ".join(
+        f"class {k} = label {values[k]!r} ({share:.0%})" for k, share in enumerate(shares[:4])
+    ) + (f", … ({len(shares)} classes)" if len(shares) > 4 else "")
+    lines = [
+        f"world: {env.scenario.world.kind}, {rows}, {len(actions.feature_names)} features",
+        f"labels: {classes}; favourable: class {world.favourable}",
+    ]
+    if world.group_labels:
+        sizes = np.bincount(np.asarray(group, np.int64), minlength=len(world.group_labels))
+        lines.append(
+            "groups: "
+            + ", ".join(f"{g} {n:,}" for g, n in zip(world.group_labels, sizes, strict=True))
+        )
+    movable = np.flatnonzero(~actions.immutable_mask)
+    lines.append(
+        f"actionable features ({len(movable)} of {actions.n_features}; cost norm p = "
+        f"{actions.p:g}, weight per unit of change):"
+    )
+    for j in movable[:SUMMARY_FEATURES]:
+        way = (
+            " up only"
+            if actions.increase_mask[j]
+            else " down only"
+            if actions.decrease_mask[j]
+            else ""
+        )
+        lines.append(
+            f"  {actions.feature_names[j]}: [{actions.lower_[j]:g}, {actions.upper_[j]:g}]{way}, "
+            f"weight {actions.weights_[j]:.4g}"
+        )
+    if len(movable) > SUMMARY_FEATURES:
+        lines.append(f"  … and {len(movable) - SUMMARY_FEATURES} more")
+    return lines
 
 
 def _make_env(scenario: Scenario) -> Any:

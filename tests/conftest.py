@@ -1,6 +1,7 @@
 """Shared test set-up."""
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,19 @@ ANALYSES = Path(__file__).resolve().parents[1] / "analyses"
 # One intra-op thread: on a loaded 2-core machine, torch's thread pool spins and small
 # tensor ops get ~100x slower; one thread also makes float reductions reproducible.
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def oracle_cache(tmp_path_factory):
+    """Fitted oracles go to a cache of the test session (subprocesses inherit it), not
+    to the user's."""
+    before = os.environ.get("RECOURSE_SIM_CACHE")
+    os.environ["RECOURSE_SIM_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("RECOURSE_SIM_CACHE", None)
+    else:
+        os.environ["RECOURSE_SIM_CACHE"] = before
 
 
 @pytest.fixture(scope="session")

@@ -309,13 +309,28 @@ def test_schema_is_a_json_schema_of_scenarios(capsys):
 def test_validate(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nrounds: -1\n")
-    status, out, _ = _cli(capsys, "validate", SCENARIO, "lending_fico")
+    status, out, _ = _cli(capsys, "validate", "-q", SCENARIO, "lending_fico")
     assert status == 0
     assert out.splitlines() == [f"ok: {SCENARIO}", "ok: lending_fico"]
-    status, out, err = _cli(capsys, "validate", SCENARIO, str(bad))
+    status, out, err = _cli(capsys, "validate", "-q", SCENARIO, str(bad))
     assert status == 2
     assert out.splitlines() == [f"ok: {SCENARIO}"]
     _assert_one_error_line(err, "bad.yaml")
+
+
+def test_validate_summarises_the_world(capsys):
+    status, out, _ = _cli(capsys, "validate", "csv_example")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == "ok: csv_example"
+    # 7,214 rows in the file, 307 with an empty cell dropped; labels renumbered
+    assert lines[1] == "  world: csv, 6,907 rows, 6 features"
+    assert lines[2].startswith("  labels: class 0 = label '1' (46%), class 1 = label '0' (54%)")
+    assert lines[2].endswith("favourable: class 1")
+    assert lines[3] == "  groups: under_25 1,492, 25_to_44 3,938, 45_and_over 1,477"
+    assert lines[4].startswith("  actionable features (1 of 6;")
+    assert lines[5].startswith("    priors_count: [0, 38], weight 0.2029")
+    assert len(lines) < 25  # one screen
 
 
 def test_plot_writes_a_png(tmp_path, reference, capsys):

@@ -28,7 +28,7 @@ CONTRACT = {
     "oar_digits",
 }
 # bundled beyond the contract names, held to the same standard
-EXTRA = {"lending_german_pare", "lending_german_genre", "recourse_over_time"}
+EXTRA = {"lending_german_pare", "lending_german_genre", "recourse_over_time", "csv_example"}
 
 
 def _write(tmp_path: Path, data: dict | str, name: str = "s.yaml") -> Path:

@@ -28,13 +28,13 @@ does not depend on anything but n), ending with one ``rng.random((2, n))`` for
 from __future__ import annotations
 
 import functools
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
 
 from recourse_sim.data.csv_world import TabularData, read_csv_world
+from recourse_sim.env.oracle import fit_oracle
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import CsvWorld, DatasetWorld, FicoWorld, GaussianWorld, SchoolWorld
 
@@ -389,32 +389,6 @@ def _sd(X: np.ndarray) -> np.ndarray:
     return np.where(sd > 0, sd, 1.0)
 
 
-_ORACLES: dict[tuple, object] = {}
-_MAX_ORACLES = 8
-
-
-def _fit_oracle(key: tuple, data: TabularData, trees: int, min_leaf: int, seed: int):
-    """A calibrated random forest on every row: P(true outcome | features).
-
-    Cached per world and oracle settings, so environments of one scenario share one
-    oracle (fitting it is the slowest part of building a tabular world).
-    """
-    from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.ensemble import RandomForestClassifier
-
-    cache_key = (*key, trees, min_leaf, seed)
-    if cache_key not in _ORACLES:
-        forest = RandomForestClassifier(
-            n_estimators=trees, min_samples_leaf=min_leaf, random_state=seed, n_jobs=1
-        )
-        oracle = CalibratedClassifierCV(forest, method="sigmoid", cv=3)
-        oracle.fit(data.X, data.y)
-        if len(_ORACLES) >= _MAX_ORACLES:
-            _ORACLES.pop(next(iter(_ORACLES)))
-        _ORACLES[cache_key] = oracle
-    return _ORACLES[cache_key]
-
-
 class Tabular(World):
     """Rows of a dataset or CSV file, drawn with replacement each round.
 
@@ -427,10 +401,8 @@ class Tabular(World):
         self.spec = spec
         if isinstance(spec, DatasetWorld):
             self.data = _dataset_data(spec)
-            key: tuple = ("dataset", spec.name)
         else:
             self.data = read_csv_world(spec, source)
-            key = ("csv", spec.path, os.stat(spec.path).st_mtime_ns)
         data = self.data
         self.cohort_size = spec.cohort_size
         self.n_classes, self.favourable = data.n_classes, data.favourable
@@ -446,13 +418,12 @@ class Tabular(World):
         )
         self.oracle = None
         if spec.outcome == "oracle":
-            o = spec.oracle
-            self.oracle = _fit_oracle(key, data, o.trees, o.min_samples_leaf, o.seed)
+            self.oracle = fit_oracle(data.X, data.y, spec.oracle)
 
     def _outcomes(self, rows: np.ndarray, X: np.ndarray, u: np.ndarray) -> np.ndarray:
         if self.oracle is None:
             return self.data.y[rows].copy()
-        return _categorical(self.oracle.predict_proba(X), u)
+        return _categorical(self.oracle.predict_proba(rows, X), u)
 
     def feature_sd(self) -> np.ndarray:
         """Standard deviations over every row of the data (see `World.feature_sd`)."""
@@ -482,7 +453,8 @@ class Tabular(World):
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         y = cohort.y0.copy()
         if self.oracle is not None and changed.any():
-            y[changed] = _categorical(self.oracle.predict_proba(X_true[changed]), cohort.u[changed])
+            p = self.oracle.predict_proba(cohort.rows[changed], X_true[changed])
+            y[changed] = _categorical(p, cohort.u[changed])
         return y
 
 

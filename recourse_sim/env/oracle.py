@@ -1,0 +1,248 @@
+"""The outcome oracle of tabular worlds: P(true outcome | true features).
+
+A calibrated random forest (scikit-learn's `RandomForestClassifier` inside a sigmoid
+`CalibratedClassifierCV`). With ``fit: cross`` (the default) the rows are split into two
+class-stratified halves and each half's outcomes come from the forest fit on the *other*
+half, so no row is scored by a model that saw it (a forest fit on every row reproduces
+its training labels: in-sample AUC well above the held-out one). ``fit: all`` fits one
+forest on every row.
+
+Fitted oracles are kept in memory and on disk, keyed by a hash of the data, the oracle
+settings and the scikit-learn version, so a second process, `gym.make` or sweep worker
+loads one instead of refitting. The disk cache lives in ``$RECOURSE_SIM_CACHE`` (``off``:
+no disk cache), else ``$XDG_CACHE_HOME/recourse-sim``, else ``~/.cache/recourse-sim``.
+A cached oracle is an ``.npz`` of plain arrays (no pickles) plus a JSON description of
+the estimators' fitted state; loading rebuilds only the scikit-learn classes an oracle is
+made of (`_CLASSES`) and never executes code from the file. A damaged or foreign file
+is refit and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from recourse_sim.checkpoint import atomic_write_bytes
+from recourse_sim.errors import DataError
+from recourse_sim.scenarios import OracleSpec
+
+__all__ = ["Oracle", "cache_dir", "fit_oracle"]
+
+CV_FOLDS = 3  # CalibratedClassifierCV's folds: every class needs this many rows per model
+FORMAT = 2  # bump when the cached content changes meaning
+
+_MEMORY: dict[str, Oracle] = {}
+_MAX_MEMORY = 8
+
+
+class Oracle:
+    """One model per fold; row i of the data is scored by the model of fold ``fold[i]``,
+    which was fit without it (``fold`` is None for a single model fit on every row)."""
+
+    def __init__(self, models: list, fold: np.ndarray | None):
+        self.models = models
+        self.fold = fold
+
+    def predict_proba(self, rows: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Class probabilities at features X of the people drawn from data rows `rows`."""
+        if self.fold is None:
+            return self.models[0].predict_proba(X)
+        fold = self.fold[rows]
+        out = np.empty((len(X), len(self.models[0].classes_)))
+        for k, model in enumerate(self.models):
+            mine = fold == k
+            if mine.any():
+                out[mine] = model.predict_proba(X[mine])
+        return out
+
+
+def cache_dir() -> Path | None:
+    """Where fitted oracles are kept (None: ``RECOURSE_SIM_CACHE=off``)."""
+    chosen = os.environ.get("RECOURSE_SIM_CACHE")
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "0", "none") else Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "recourse-sim"
+
+
+def fit_oracle(X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle:
+    """The oracle of data (X, y) under `spec`, from memory, the disk cache or fitted."""
+    import sklearn
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    key = hashlib.sha256()
+    for part in (X.shape, X.tobytes(), y.tobytes(), spec.model_dump_json(), sklearn.__version__):
+        key.update(str(part).encode() if not isinstance(part, bytes) else part)
+    key.update(f"format {FORMAT}".encode())
+    digest = key.hexdigest()
+    if digest in _MEMORY:
+        return _MEMORY[digest]
+    folder = cache_dir()
+    path = folder / "oracles" / f"{digest}.npz" if folder is not None else None
+    oracle = _load(path, len(y)) if path is not None else None
+    if oracle is None:
+        oracle = _fit(X, y, spec)
+        if path is not None:
+            _store(path, oracle)
+    if len(_MEMORY) >= _MAX_MEMORY:
+        _MEMORY.pop(next(iter(_MEMORY)))
+    _MEMORY[digest] = oracle
+    return oracle
+
+
+def _fit(X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle:
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import RandomForestClassifier
+
+    classes, counts = np.unique(y, return_counts=True)
+    halves = 2 if spec.fit == "cross" else 1
+    if counts.min() < CV_FOLDS * halves:
+        raise DataError(
+            f"world.oracle: class {classes[counts.argmin()]} has {counts.min()} rows; "
+            f"fit: {spec.fit} needs at least {CV_FOLDS * halves} of every class "
+            "(or use outcome: label)"
+        )
+    fold = _stratified_halves(y, spec.seed) if halves == 2 else None
+    models = []
+    for k in range(halves):
+        train = np.ones(len(y), bool) if fold is None else fold != k
+        forest = RandomForestClassifier(
+            n_estimators=spec.trees,
+            min_samples_leaf=spec.min_samples_leaf,
+            random_state=spec.seed,
+            n_jobs=1,
+        )
+        model = CalibratedClassifierCV(forest, method="sigmoid", cv=CV_FOLDS)
+        models.append(model.fit(X[train], y[train]))
+    return Oracle(models, fold)
+
+
+def _stratified_halves(y: np.ndarray, seed: int) -> np.ndarray:
+    """Fold 0 or 1 per row: each class's rows shuffled and dealt alternately."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(y), np.int64)
+    for c in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == c))
+        fold[rows] = np.arange(len(rows)) % 2
+    return fold
+
+
+def _classes() -> dict[str, type]:
+    """The only classes a cached oracle may name (everything else is refused)."""
+    from sklearn.calibration import (
+        CalibratedClassifierCV,
+        _CalibratedClassifier,
+        _SigmoidCalibration,
+    )
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    return {
+        c.__name__: c
+        for c in (
+            CalibratedClassifierCV,
+            _CalibratedClassifier,
+            _SigmoidCalibration,
+            RandomForestClassifier,
+            DecisionTreeClassifier,
+        )
+    }
+
+
+def _encode(obj, arrays: list[np.ndarray]):
+    """`obj` as JSON-ready data; arrays go to `arrays` and are named by index."""
+    from sklearn.tree._tree import Tree
+
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, np.generic):
+        return _encode(np.asarray(obj), arrays) | {"scalar": True}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise TypeError("object arrays are not cached")
+        arrays.append(obj)
+        return {"array": len(arrays) - 1}
+    if isinstance(obj, (list, tuple)):
+        return {"list" if isinstance(obj, list) else "tuple": [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, dict):
+        return {"dict": {str(k): _encode(v, arrays) for k, v in obj.items()}}
+    if isinstance(obj, Tree):
+        _, args, state = obj.__reduce__()
+        return {"tree": _encode(list(args), arrays), "state": _encode(state, arrays)}
+    if type(obj).__name__ in _classes() and type(obj) is _classes()[type(obj).__name__]:
+        return {"object": type(obj).__name__, "state": _encode(obj.__getstate__(), arrays)}
+    raise TypeError(f"{type(obj).__name__} is not cached")
+
+
+def _decode(node, arrays):
+    from sklearn.tree._tree import Tree
+
+    if not isinstance(node, dict):
+        return node
+    if "array" in node:
+        value = arrays[f"a{int(node['array'])}"]
+        return value[()] if node.get("scalar") else value
+    if "list" in node:
+        return [_decode(v, arrays) for v in node["list"]]
+    if "tuple" in node:
+        return tuple(_decode(v, arrays) for v in node["tuple"])
+    if "dict" in node:
+        return {k: _decode(v, arrays) for k, v in node["dict"].items()}
+    if "tree" in node:
+        n_features, n_classes, n_outputs = _decode(node["tree"], arrays)
+        tree = Tree(int(n_features), np.asarray(n_classes, np.intp), int(n_outputs))
+        tree.__setstate__(_decode(node["state"], arrays))
+        return tree
+    cls = _classes()[node["object"]]  # KeyError: a class an oracle is not made of
+    obj = cls.__new__(cls)
+    state = _decode(node["state"], arrays)
+    if hasattr(obj, "__setstate__"):
+        obj.__setstate__(state)
+    else:  # a plain class: its state is its __dict__
+        obj.__dict__.update(state)
+    return obj
+
+
+def _store(path: Path, oracle: Oracle) -> None:
+    """Write the oracle to the cache; a cache that cannot be written is skipped."""
+    arrays: list[np.ndarray] = []
+    fold = np.zeros(0, np.int64) if oracle.fold is None else oracle.fold
+    try:
+        text = json.dumps(_encode({"models": oracle.models, "fold": fold}, arrays))
+    except TypeError as e:  # a scikit-learn whose estimators hold other things
+        warnings.warn(f"oracle cache not written ({e})", stacklevel=3)
+        return
+    buffer = io.BytesIO()
+    named = {f"a{i}": a for i, a in enumerate(arrays)}
+    np.savez(buffer, description=np.frombuffer(text.encode(), np.uint8), **named)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError as e:
+        warnings.warn(f"oracle cache not written ({e.strerror}: {path})", stacklevel=3)
+
+
+def _load(path: Path, n_rows: int) -> Oracle | None:
+    """The cached oracle at `path`, or None if there is none or it is not one of ours."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            description = json.loads(arrays["description"].tobytes().decode())
+            content = _decode(description, arrays)
+        models, fold = content["models"], np.asarray(content["fold"], np.int64)
+        if fold.size not in (0, n_rows) or len(models) != (1 if fold.size == 0 else 2):
+            raise ValueError("wrong shape")
+    except Exception:  # damaged or foreign: refit and replace
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return Oracle(models, None if fold.size == 0 else fold)
