@@ -300,7 +300,9 @@ class CsvWorld(_Model):
     path: str  # CSV file, relative to the scenario file
     label: str  # label column
     favourable: str | int | float = 1  # label value meaning the favourable outcome
-    columns: dict[str, ColumnType]  # feature columns and their types
+    # feature columns and their types (None: every column but the label and the group
+    # column, typed from its cells: 0/1 binary, whole numbers integer, else numeric)
+    columns: dict[str, ColumnType] | None = None
     # column holding each row's group, or bins of a numeric column (None: one group "all")
     group: str | GroupBins | None = None
     # a row with an empty, non-numeric or out-of-type cell: an error that counts the bad
@@ -317,14 +319,14 @@ class CsvWorld(_Model):
 
     @field_validator("columns")
     @classmethod
-    def _some_columns(cls, v: dict[str, str]) -> dict[str, str]:
-        if not v:
+    def _some_columns(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is not None and not v:
             raise ValueError("needs at least one feature column")
         return v
 
     @model_validator(mode="after")
     def _label_is_no_feature(self) -> CsvWorld:
-        if self.label in self.columns:
+        if self.columns is not None and self.label in self.columns:
             raise ValueError(
                 f"columns: the label column {self.label!r} cannot be a feature (the model "
                 "would read the outcome it predicts)"
@@ -1308,6 +1310,10 @@ def world_feature_names(
         return tuple(load(world.name).feature_names)
     if isinstance(world, GaussianWorld):
         return tuple(f"x{j + 1}" for j in range(len(world.means[0])))
+    if world.columns is None:  # inferred from the file (read and cached by then)
+        from recourse_sim.data.csv_world import read_csv_world
+
+        return read_csv_world(world).feature_names
     return tuple(world.columns)
 
 

@@ -156,3 +156,45 @@ def test_the_bundled_csv_example_runs_from_its_raw_file(tmp_path):
     metrics = simulate(scenario, rounds=5, seed=0, out=tmp_path / "run")
     assert sorted(metrics["round"].unique()) == [1, 2, 3, 4, 5]
     assert (metrics.loc[metrics["group"] == "all", "n_seekers"] > 0).all()
+
+
+def test_column_types_are_inferred_when_columns_is_omitted(tmp_path):
+    rows = ["y,flag,count,share,city,note"]
+    for i in range(40):
+        rows.append(f"{i % 2},{(i // 2) % 2},{i % 7},{i / 13:.3f},c{i % 3},{i if i % 9 else 'x'}")
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "d2.csv").write_text("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n")
+    doc = {
+        "name": "inferred",
+        "world": {
+            "kind": "csv",
+            "path": "d2.csv",
+            "label": "y",
+            "outcome": "label",
+            "cohort_size": 20,
+            "history_size": 40,
+        },
+        "learner": {"type": "logistic_regression", "update_rule": "refit"},
+        "populations": {},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.warns(UserWarning, match="text columns left out of the features: city"):
+        env = RecourseEnv(load_scenario(path))
+    assert env.world.data.feature_names == ("flag", "count", "share")
+    # flag 0/1: binary; count whole numbers: integer; share: numeric
+    import pandas as pd
+
+    from recourse_sim.data.csv_world import infer_columns
+
+    df = pd.read_csv(tmp_path / "d2.csv", dtype=str, keep_default_na=False)
+    with pytest.warns(UserWarning):
+        kinds = infer_columns(df, ["y"], "d2.csv")
+    assert kinds == {"flag": "binary", "count": "integer", "share": "numeric"}
+    # a column mixing numbers and text is the author's to type
+    doc["world"]["path"] = "d.csv"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(
+        ConfigError, match=r"column 'note': 5 of 40 filled cells are not numbers \(first: 'x'\)"
+    ):
+        load_scenario(path)

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import types
+import warnings
 from dataclasses import dataclass, field
 from stat import S_ISREG
 
@@ -74,7 +75,10 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
 
     bins = spec.group if isinstance(spec.group, dict) else None
     group_column = bins["column"] if bins else spec.group
-    needed = [spec.label, *spec.columns, *([group_column] if group_column else [])]
+    columns = spec.columns
+    if columns is None:
+        columns = infer_columns(df, [spec.label, group_column], path)
+    needed = [spec.label, *columns, *([group_column] if group_column else [])]
     for col in dict.fromkeys(needed):
         if col not in df.columns:
             fail(col, f"missing (columns in the file: {_listed(map(str, df.columns))})")
@@ -84,12 +88,12 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
     problems: dict[str, list[tuple[str, np.ndarray]]] = {}
     numbers: dict[str, np.ndarray] = {}
     for col in dict.fromkeys(needed):
-        blank = df[col].str.strip().isin(["", "NA", "NaN", "nan", "null", "None"]).to_numpy()
+        blank = df[col].str.strip().isin(BLANKS).to_numpy()
         found = [("missing (NaN)", blank)]
-        if col in spec.columns or (bins and col == group_column):
+        if col in columns or (bins and col == group_column):
             values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
             found.append(("non-numeric", ~blank & ~np.isfinite(values)))
-            kind = spec.columns.get(col)
+            kind = columns.get(col)
             if kind == "binary":
                 found.append(("not binary (0/1)", np.isfinite(values) & ~np.isin(values, (0, 1))))
             elif kind == "integer":
@@ -121,9 +125,9 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
             raise ConfigError(f"{path}: every row has a bad cell; nothing is left to draw from")
         df = df[keep].reset_index(drop=True)
         numbers = {col: v[keep] for col, v in numbers.items()}
-    X = np.column_stack([numbers[col] for col in spec.columns])
+    X = np.column_stack([numbers[col] for col in columns])
     if spec.clip_quantiles is not None:
-        numeric = [j for j, kind in enumerate(spec.columns.values()) if kind == "numeric"]
+        numeric = [j for j, kind in enumerate(columns.values()) if kind == "numeric"]
         if numeric:
             lo, hi = np.quantile(X[:, numeric], spec.clip_quantiles, axis=0)
             X[:, numeric] = np.clip(X[:, numeric], lo, hi)
@@ -158,11 +162,11 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         group = g.map({v: i for i, v in enumerate(group_labels)}).to_numpy(dtype=np.int64)
     else:
         group_labels, group = (), np.zeros(len(df), np.int64)
-    d = len(spec.columns)
+    d = len(columns)
     return TabularData(
         X=X,
         y=y,
-        feature_names=tuple(spec.columns),
+        feature_names=tuple(columns),
         group=group,
         group_labels=group_labels,
         n_classes=n_classes,
@@ -172,6 +176,52 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         decrease_only=np.zeros(d, bool),
         class_values=class_values,
     )
+
+
+BLANKS = ("", "NA", "NaN", "nan", "null", "None")  # cells that mean "no value"
+
+
+def infer_columns(df, exclude: list, path: str) -> dict[str, str]:
+    """Feature columns and their types from the cells (`CsvWorld.columns` omitted):
+    every column but `exclude`; a column whose filled cells are all 0/1 is binary, all
+    whole numbers integer, all numbers numeric. Text columns are left out (with a
+    warning naming them); a column mixing numbers and text is an error, since which
+    cells are mistakes only its author knows."""
+    import pandas as pd
+
+    columns: dict[str, str] = {}
+    text = []
+    for col in df.columns:
+        if col in exclude:
+            continue
+        cells = df[col].str.strip()
+        filled = cells[~cells.isin(BLANKS)]
+        values = pd.to_numeric(filled, errors="coerce").to_numpy(dtype=np.float64)
+        numeric = np.isfinite(values)
+        if not numeric.any():
+            text.append(str(col))
+        elif not numeric.all():
+            first = filled[~numeric].iloc[0]
+            raise ConfigError(
+                f"{path}: column {col!r}: {int((~numeric).sum())} of {len(filled)} filled "
+                f"cells are not numbers (first: {_cell(first)}); list the feature columns "
+                "and their types in world.columns"
+            )
+        elif np.isin(values, (0, 1)).all():
+            columns[str(col)] = "binary"
+        elif (values == np.round(values)).all():
+            columns[str(col)] = "integer"
+        else:
+            columns[str(col)] = "numeric"
+    if text:
+        warnings.warn(
+            f"{path}: text columns left out of the features: {_listed(text)} (world.columns "
+            "lists the features explicitly)",
+            stacklevel=2,
+        )
+    if not columns:
+        raise ConfigError(f"{path}: no numeric column besides the label and the group")
+    return columns
 
 
 def _same_number(a: str, b: str) -> bool:
