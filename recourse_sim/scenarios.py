@@ -156,6 +156,9 @@ class OracleSpec(_Model):
     # cross: each half of the rows is scored by the forest fit on the other half (no row
     # by a model that saw it); all: one forest fit on every row
     fit: Literal["cross", "all"] = "cross"
+    # a registered outcome model instead of the forest (`recourse_sim.env.oracle`:
+    # register_outcome_model, or the entry point group recourse_sim.outcome_models)
+    model: str | None = None
 
     # number of trees in the forest (a forest of 5,000 already takes minutes to fit)
     trees: Annotated[int, Field(ge=1, le=5000)] = 100

@@ -25,21 +25,68 @@ import io
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from recourse_sim.checkpoint import atomic_write_bytes
-from recourse_sim.errors import DataError
+from recourse_sim.errors import ConfigError, DataError
 from recourse_sim.scenarios import OracleSpec
 
-__all__ = ["Oracle", "cache_dir", "fit_oracle"]
+__all__ = ["ENTRY_POINT_GROUP", "Oracle", "cache_dir", "fit_oracle", "register_outcome_model"]
+
+ENTRY_POINT_GROUP = "recourse_sim.outcome_models"
 
 CV_FOLDS = 3  # CalibratedClassifierCV's folds: every class needs this many rows per model
 FORMAT = 2  # bump when the cached content changes meaning
 
 _MEMORY: dict[str, Oracle] = {}
 _MAX_MEMORY = 8
+
+# Outcome models a scenario can name (`world.oracle.model`): name -> factory(X, y)
+# returning a fitted object with predict_proba (columns: the classes 0 … k−1).
+OUTCOME_MODELS: dict[str, Callable[[np.ndarray, np.ndarray], Any]] = {}
+
+
+def register_outcome_model(name: str, factory: Callable[[np.ndarray, np.ndarray], Any]):
+    """Let scenarios name `factory` as ``world.oracle.model: NAME`` (in this process;
+    an installed package can instead declare an entry point in the group
+    ``recourse_sim.outcome_models``)."""
+    OUTCOME_MODELS[name] = factory
+    return factory
+
+
+def _outcome_model(name: str) -> Callable[[np.ndarray, np.ndarray], Any]:
+    from importlib.metadata import entry_points
+
+    if name in OUTCOME_MODELS:
+        return OUTCOME_MODELS[name]
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if name in found:
+        return found[name].load()
+    known = sorted({*OUTCOME_MODELS, *found})
+    raise ConfigError(
+        f"world.oracle.model: no outcome model named {name!r} is registered "
+        f"(registered: {', '.join(known) if known else 'none'})"
+    )
+
+
+def _named_oracle(name: str, X: np.ndarray, y: np.ndarray) -> Oracle:
+    """The scenario's own outcome model, fit by its factory and checked on the data."""
+    model = _outcome_model(name)(X.copy(), y.copy())
+    n_classes = int(y.max()) + 1
+    try:
+        p = np.asarray(model.predict_proba(X[:5]), np.float64)
+    except Exception as e:  # a plugin's own failure, named
+        raise ConfigError(f"world.oracle.model {name!r}: predict_proba failed ({e})") from None
+    if p.shape != (min(5, len(X)), n_classes) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
+        raise ConfigError(
+            f"world.oracle.model {name!r}: predict_proba must return one probability per "
+            f"class (shape (n, {n_classes}), rows summing to 1), got shape {p.shape}"
+        )
+    return Oracle([model], None)
 
 
 class Oracle:
@@ -78,6 +125,8 @@ def fit_oracle(X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle:
 
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.int64)
+    if spec.model is not None:  # the scenario's own model: fitted by it, not cached
+        return _named_oracle(spec.model, X, y)
     key = hashlib.sha256()
     for part in (X.shape, X.tobytes(), y.tobytes(), spec.model_dump_json(), sklearn.__version__):
         key.update(str(part).encode() if not isinstance(part, bytes) else part)

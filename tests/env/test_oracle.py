@@ -118,3 +118,39 @@ def test_too_few_rows_of_a_class_is_a_data_error_naming_the_oracle(cache):
     fit_oracle(X, y, OracleSpec(trees=3, fit="all"))
     with pytest.raises(DataError, match=r"world\.oracle: class 1 has 5 rows; fit: cross"):
         fit_oracle(X, y, OracleSpec(trees=3, fit="cross"))
+
+
+def lr_factory(X, y):
+    """An outcome model a scenario can name: logistic regression on the data."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=500).fit(X, y)
+
+
+def test_a_scenario_names_its_own_outcome_model(cache, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from recourse_sim.errors import ConfigError
+
+    X, y = _data()
+    rows, Z = np.arange(20), np.random.default_rng(2).standard_normal((20, 4))
+    expected = lr_factory(X, y).predict_proba(Z)
+    monkeypatch.setattr(oracle_module, "OUTCOME_MODELS", {})
+    oracle_module.register_outcome_model("in_process_lr", lr_factory)
+    got = fit_oracle(X, y, OracleSpec(model="in_process_lr")).predict_proba(rows, Z)
+    assert np.allclose(got, expected)
+    # an installed package's entry point (group recourse_sim.outcome_models)
+    point = EntryPoint("installed_lr", f"{__name__}:lr_factory", oracle_module.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points",
+        lambda group=None: [point] if group == oracle_module.ENTRY_POINT_GROUP else [],
+    )
+    got = fit_oracle(X, y, OracleSpec(model="installed_lr")).predict_proba(rows, Z)
+    assert np.allclose(got, expected)
+    with pytest.raises(ConfigError, match=r"world\.oracle\.model: no outcome model named 'x'"):
+        fit_oracle(X, y, OracleSpec(model="x"))
+    oracle_module.register_outcome_model(
+        "bad", lambda X, y: type("M", (), {"predict_proba": lambda self, X: np.ones((len(X), 3))})()
+    )
+    with pytest.raises(ConfigError, match=r"predict_proba must return one probability per"):
+        fit_oracle(X, y, OracleSpec(model="bad"))
