@@ -1521,10 +1521,10 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
             if pop.query is not None:
                 check_groups(f"populations.{pname}.query.groups", pop.query.groups)
 
-    from recourse_sim.learners import LEARNERS, make_learner
+    from recourse_sim.learners import LEARNERS, learner_class, make_learner
 
     spec = scenario.learner
-    if spec.type not in LEARNERS:
+    if learner_class(spec.type) is None:
         close = difflib.get_close_matches(spec.type, list(LEARNERS), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         fail("learner.type", f"unknown learner {spec.type!r}{hint} (valid: {', '.join(LEARNERS)})")

@@ -37,7 +37,7 @@ from recourse_sim.scenarios import OracleSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "Oracle", "cache_dir", "fit_oracle", "register_outcome_model"]
 
-ENTRY_POINT_GROUP = "recourse_sim.outcome_models"
+ENTRY_POINT_GROUP = "recourse_sim.outcome_models"  # see recourse_sim.plugins
 
 CV_FOLDS = 3  # CalibratedClassifierCV's folds: every class needs this many rows per model
 FORMAT = 2  # bump when the cached content changes meaning
@@ -59,14 +59,14 @@ def register_outcome_model(name: str, factory: Callable[[np.ndarray, np.ndarray]
 
 
 def _outcome_model(name: str) -> Callable[[np.ndarray, np.ndarray], Any]:
-    from importlib.metadata import entry_points
+    from recourse_sim.plugins import entry_point, entry_point_names
 
     if name in OUTCOME_MODELS:
         return OUTCOME_MODELS[name]
-    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if name in found:
-        return found[name].load()
-    known = sorted({*OUTCOME_MODELS, *found})
+    factory = entry_point(ENTRY_POINT_GROUP, name)
+    if factory is not None:
+        return factory
+    known = sorted({*OUTCOME_MODELS, *entry_point_names(ENTRY_POINT_GROUP)})
     raise ConfigError(
         f"world.oracle.model: no outcome model named {name!r} is registered "
         f"(registered: {', '.join(known) if known else 'none'})"

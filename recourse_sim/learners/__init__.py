@@ -13,7 +13,26 @@ LEARNERS: dict[str, type[Learner]] = {
     "logistic_regression": LogisticRegression,
     "mlp": MLPClassifier,
 }
-"""Learner names accepted by `make_learner` (scenario files use these)."""
+"""Learner names accepted by `make_learner` (scenario files use these); add your own
+here, or declare an entry point in the group ``recourse_sim.learners``
+(`recourse_sim.plugins`)."""
+
+
+def learner_class(name: str) -> type[Learner] | None:
+    """The learner class a scenario's ``learner.type`` names: from `LEARNERS`, else from
+    an installed entry point (then added to `LEARNERS`); None if neither has it."""
+    if name not in LEARNERS:
+        from recourse_sim.plugins import LEARNERS_GROUP, entry_point
+
+        cls = entry_point(LEARNERS_GROUP, name)
+        if cls is None:
+            return None
+        if not (isinstance(cls, type) and issubclass(cls, Learner)):
+            raise ConfigError(
+                f"learner.type: the entry point {name!r} names {cls!r}, not a Learner subclass"
+            )
+        LEARNERS[name] = cls
+    return LEARNERS[name]
 
 
 def make_learner(name: str, **params) -> Learner:
@@ -22,7 +41,7 @@ def make_learner(name: str, **params) -> Learner:
     Raises ConfigError naming an unknown learner or parameter. Values are validated
     when the learner is fitted.
     """
-    cls = LEARNERS.get(name)
+    cls = learner_class(name)
     if cls is None:
         raise ConfigError(f"unknown learner {name!r}; choose one of {', '.join(LEARNERS)}")
     allowed = cls._get_param_names()
@@ -44,5 +63,6 @@ __all__ = [
     "NearestCentroid",
     "State",
     "as_tensor",
+    "learner_class",
     "make_learner",
 ]
