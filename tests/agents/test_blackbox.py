@@ -20,12 +20,14 @@ from recourse_sim.scenarios import (
 )
 
 
-def _problem(seed: int = 0):
+def _problem(seed: int = 0, rule: str = "window"):
     """A small logistic problem: two Gaussian classes, a query group on class 0's side."""
     rng = np.random.default_rng(seed)
     X = np.vstack([rng.normal(-1, 1.0, (60, 3)), rng.normal(1, 1.0, (60, 3))])
     y = np.repeat([0, 1], 60)
-    learner = make_learner("logistic_regression", update_rule="window", window=1, C=1.0)
+    # sgd: enough steps that one round's reports move the model
+    extra = {"window": 1} if rule == "window" else {"epochs": 20, "lr": 1.0}
+    learner = make_learner("logistic_regression", update_rule=rule, C=1.0, **extra)
     learner.fit(X, y)
     X_new = np.vstack([rng.normal(-1, 1.0, (60, 3)), rng.normal(1, 1.0, (60, 3))])
     queries = rng.normal(-0.5, 0.3, (20, 3))
@@ -42,8 +44,11 @@ def _query_loss_after(learner, X, y, delta, queries, goal=1) -> float:
         return float(goal_loss(learner, state, q, torch.full((len(q),), goal)).mean())
 
 
-def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar():
-    learner, X, y, queries, members = _problem()
+# window: the update ignores the deployed parameters; sgd: it starts from them, so the
+# surrogate's fitted parameters are what the plan's update starts from
+@pytest.mark.parametrize("rule", ["window", "sgd"])
+def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar(rule):
+    learner, X, y, queries, members = _problem(rule=rule)
     aset = ActionSet(3, epsilon=1.0)
     white = collective_recourse(learner, X, y, queries, 1, aset, members=members, steps=10)
     spec = CollectiveBlackboxPopulation(strategy="collective_blackbox", budget=None, steps=10)
