@@ -84,8 +84,6 @@ def test_empirical_bound_on_gaussian_samples_matches_the_population_optimum(cm):
     alphas = np.array([0.01, 0.05, 0.2])
     empirical = cm.hardt_bound_empirical(alphas, x, y, x + offset)
     t = np.linspace(-5, 10, 30_001)
-    population = [
-        np.max(1 - norm.cdf(t - offset) - (1 - a) / a * 0.5 * norm.sf(t)) for a in alphas
-    ]
+    population = [np.max(1 - norm.cdf(t - offset) - (1 - a) / a * 0.5 * norm.sf(t)) for a in alphas]
     np.testing.assert_allclose(empirical, population, atol=0.02)
     assert np.all(empirical >= cm.hardt_bound(alphas, offset) - 0.01)
