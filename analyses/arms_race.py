@@ -162,7 +162,8 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         )
         + " Numbers in percentage points (cost: cost units × 100) with 95 % Student-t CIs "
         "over seeds. Collectives plan against the undefended update: they are not told of "
-        "the defense.",
+        "the defense. Black-box OAR by query budget, and under wrong beliefs about the "
+        "update rule or C: `query_budget.md`.",
         "",
     ]
     for scenario, t in table.groupby("scenario", sort=False):
