@@ -87,3 +87,15 @@ def test_empirical_bound_on_gaussian_samples_matches_the_population_optimum(cm):
     population = [np.max(1 - norm.cdf(t - offset) - (1 - a) / a * 0.5 * norm.sf(t)) for a in alphas]
     np.testing.assert_allclose(empirical, population, atol=0.02)
     assert np.all(empirical >= cm.hardt_bound(alphas, offset) - 0.01)
+
+
+def test_best_half_space_bound_is_at_least_the_fixed_one_and_the_sample_optimum(cm):
+    alphas = np.array([0.0, 0.002, 0.02, 0.2])
+    best = cm.hardt_bound_best(alphas, 6.0)
+    assert best[0] == 0.0
+    assert np.all(best >= cm.hardt_bound(alphas, 6.0) - 1e-12)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=400_000)
+    y = rng.integers(0, 2, len(x))
+    sample = cm.hardt_bound_empirical(alphas[1:], x, y, x + 6.0)
+    np.testing.assert_allclose(best[1:], sample, atol=0.02)
