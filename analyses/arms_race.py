@@ -70,7 +70,7 @@ WORLDS = {
             "graph": {"kind": "complete"},
         },
         {"credit_amount": -1000.0},  # report 1,000 DM less credit (cost 1)
-        {"world.cohort_size": 150, "world.people.newcomers": 100},
+        {},  # the scenario's own sizes: 500 applicants, then 400 newcomers a round
     ),
 }
 
@@ -217,8 +217,8 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         "| collectives recruited over a complete graph with α = 0.5 | the bundled scenarios' "
         "social graphs are another analysis's subject (critical_mass); here every arm "
         "recruits the same members |",
-        "| school_assignment at 500 students a year, lending_german at 150 applicants then "
-        "100 newcomers a round | 2 shared cores: the grid runs within the time below |",
+        "| school_assignment at 500 students a year (lending_german at its scenario's "
+        "sizes) | 2 shared cores: the grid runs within the time below |",
         "| black-box collective knows the round's training rows | as white-box OAR does; "
         "only the model is hidden (agents/blackbox.py) |",
         "",
