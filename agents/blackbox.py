@@ -5,7 +5,8 @@ White-box OAR (`CollectiveOAR`) differentiates through the deployed model's para
 sees: the answer of the deployed model (its decision, or with ``access: scores`` its
 class probabilities) to reports it submits, at most ``budget`` a round; and it knows the
 model family, hyperparameters and update rule only as assumptions (the learner's own
-family and hyperparameters; ``assumed_update_rule``, by default the learner's own rule).
+family; its hyperparameters overridden by ``assumed_params``; ``assumed_update_rule``, by
+default the learner's own rule).
 
 Each round it
 
@@ -107,14 +108,14 @@ class CollectiveBlackbox(Strategy):
 
     def _assumed(self, learner: Learner) -> Learner:
         """An unfitted learner of the deployed family and hyperparameters, with the
-        assumed update rule."""
+        assumed hyperparameters and update rule."""
         from sklearn.base import clone
 
         model = clone(learner)
         rule = self.spec.assumed_update_rule or learner.update_rule
-        params = {"update_rule": rule}
-        if rule == "window":
-            params["window"] = learner.window or 1
+        params = {**self.spec.assumed_params, "update_rule": rule}
+        # a window only goes with the window rule (the learner's, or one round)
+        params["window"] = (learner.window or 1) if rule == "window" else None
         return model.set_params(**params)
 
     def _ensure(self, learner: Learner) -> bool:

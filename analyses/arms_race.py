@@ -70,7 +70,7 @@ WORLDS = {
             "graph": {"kind": "complete"},
         },
         {"credit_amount": -1000.0},  # report 1,000 DM less credit (cost 1)
-        {"world.cohort_size": 150, "world.people.newcomers": 100},
+        {},  # the scenario's own sizes: 500 applicants, then 400 newcomers a round
     ),
 }
 
@@ -139,6 +139,14 @@ def mean_ci(values, scale: float = 100.0, digits: int = 1) -> str:
     return f"{v.mean():+.{digits}f} [{v.mean() - half:+.{digits}f}, {v.mean() + half:+.{digits}f}]"
 
 
+def _ci_low(values) -> float:
+    """Lower end of the 95 % Student-t interval of the mean over seeds (-inf for one)."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return -np.inf
+    return v.mean() - stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+
+
 def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
     lines = [
         "# Arms race: white-box OAR, black-box OAR and planted signals against defenses",
@@ -154,7 +162,8 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         )
         + " Numbers in percentage points (cost: cost units × 100) with 95 % Student-t CIs "
         "over seeds. Collectives plan against the undefended update: they are not told of "
-        "the defense.",
+        "the defense. Black-box OAR by query budget, and under wrong beliefs about the "
+        "update rule or C: `query_budget.md`.",
         "",
     ]
     for scenario, t in table.groupby("scenario", sort=False):
@@ -181,16 +190,24 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
                 f"{mean_ci(wide['cost'][(arm, defense)])} |"
             )
         wb = wide["query_success"]
-        kept = []
+        kept, gains = [], []
         for defense in DEFENSES:
-            g_white = (wb[("white_box", defense)] - wb[("none", defense)]).mean()
+            white = wb[("white_box", defense)] - wb[("none", defense)]
             g_black = (wb[("black_box", defense)] - wb[("none", defense)]).mean()
-            share = g_black / g_white if abs(g_white) > 1e-9 else float("nan")
-            kept.append(f"{defense}: {share:.2f}")
+            if _ci_low(white) > 0:
+                kept.append(f"{defense}: {g_black / white.mean():.2f}")
+            else:  # a ratio to a gain indistinguishable from 0 is noise
+                kept.append(f"{defense}: n/a (white-box gain's CI includes 0)")
+        for arm, defense in itertools.product(list(ARMS)[1:], DEFENSES):
+            gain = wb[(arm, defense)] - wb[("none", defense)]
+            if _ci_low(gain) > 0 or _ci_low(-gain) > 0:
+                gains.append(f"{arm} × {defense}")
         lines += [
             "",
             "Share of white-box OAR's mean gain the black-box collective keeps, per defense: "
             + "; ".join(kept)
+            + ". Cells whose paired gain's 95 % CI excludes 0: "
+            + (", ".join(gains) if gains else "none")
             + ". The defense's cost is the `accuracy vs undefended` cell of the `none` arm.",
             "",
         ]
@@ -200,8 +217,8 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         "| collectives recruited over a complete graph with α = 0.5 | the bundled scenarios' "
         "social graphs are another analysis's subject (critical_mass); here every arm "
         "recruits the same members |",
-        "| school_assignment at 500 students a year, lending_german at 150 applicants then "
-        "100 newcomers a round | 2 shared cores: the grid runs within the time below |",
+        "| school_assignment at 500 students a year (lending_german at its scenario's "
+        "sizes) | 2 shared cores: the grid runs within the time below |",
         "| black-box collective knows the round's training rows | as white-box OAR does; "
         "only the model is hidden (agents/blackbox.py) |",
         "",

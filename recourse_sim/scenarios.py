@@ -760,6 +760,9 @@ class CollectiveBlackboxPopulation(_Collective):
     budget: PositiveInt | None = 200  # reports answered by the model a round (None: no limit)
     # the update rule the collective assumes (None: the learner's own, a correct assumption)
     assumed_update_rule: Literal["refit", "window", "sgd", "frozen"] | None = None
+    # hyperparameters the collective assumes where they differ from the learner's
+    # (e.g. {C: 0.1}; {}: the learner's own, a correct assumption)
+    assumed_params: dict[str, Any] = {}
     memory: PositiveInt = 2000  # latest answered reports kept for fitting the surrogate
     horizon: PositiveInt = 1  # look-ahead: rounds of updates the plan is optimised over
     steps: PositiveInt = 10  # projected-gradient steps of the OAR solver
@@ -1562,3 +1565,26 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         fail("learner", str(exc))
     except TypeError as exc:
         fail("learner.params", f"{exc} (got {spec.params!r})")
+    for pname, pop in scenario.populations.items():
+        if pop.strategy != "collective_blackbox" or not pop.assumed_params:
+            continue
+        field = f"populations.{pname}.assumed_params"
+        fixed = sorted(set(pop.assumed_params) & {"update_rule", "window"})
+        if fixed:
+            fail(field, f"{fixed[0]!r} is not a hyperparameter here (use assumed_update_rule)")
+        fixed = sorted(set(pop.assumed_params) & {"standardize", *_RECOURSE_TRAINING_KEYS})
+        if fixed:
+            fail(field, f"{fixed[0]!r} is the learner's, set by the environment")
+        try:
+            assumed = {**params, **pop.assumed_params}
+            model = make_learner(spec.type, update_rule="frozen", **assumed)
+            # values are checked by a fit, here on two rows (one per class)
+            import numpy as np
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(np.repeat([[0.0], [1.0]], len(names), axis=1), np.array([0, 1]))
+        except ConfigError as exc:
+            fail(field, str(exc))
+        except TypeError as exc:
+            fail(field, f"{exc} (got {pop.assumed_params!r})")
