@@ -28,12 +28,15 @@ fewer Adam steps on Adult, so the whole grid fits in ~25 minutes on one core), t
 is λ ∈ {0, 0.2, 0.4, 0.8, 1.2, 2.0} (6 of the paper's 11 values, denser where the curves
 move), and the last epoch is evaluated (the paper picks the best-validation-F1 epoch).
 
-Outputs in --out: ``ross_table1.csv`` (dataset, lambda, split, f1, accuracy, precision,
-recall, recourse_neg_gd, recourse_neg_linear, recourse_all_gd, recourse_all_linear),
-``ross_table2.csv`` (dataset, model, threshold_rule, f1, recourse: means over splits),
-``ross_table2_splits.csv`` (per split, with thresholds and the PARE certificate),
-``ross_lambda_sweep.png``, ``ross_summary.json`` (arguments, timings) and
-``ross_tables.md`` (our numbers next to the paper's).
+Outputs in --out: ``ross_table1_splits.csv`` (dataset, lambda, split, f1, accuracy,
+precision, recall, recourse_neg_gd, recourse_neg_linear, recourse_all_gd,
+recourse_all_linear), ``ross_table1.csv`` (per dataset and λ: n_splits and each
+metric's mean over splits with its 95 % Student-t half-width, ``<metric>_ci95``),
+``ross_table2.csv`` (dataset, model, threshold_rule, n_splits, f1, recourse and their
+``_ci95``), ``ross_table2_splits.csv`` (per split, with thresholds and the PARE
+certificate), ``ross_lambda_sweep.png``, ``ross_summary.json`` (arguments, timings,
+load) and ``ross_tables.md`` (our numbers next to the paper's, with paired tests and,
+if ``ross_ablations.csv`` is in --out, the ablations of ``ross_ablations.py``).
 
     python analyses/ross_table1.py [--quick] [--out DIR] [--datasets adult compas german]
     python analyses/ross_table1.py --report-only [--out DIR]   # figure + Markdown only
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +58,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
+from scipy.stats import sem
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
 
 from recourse_sim.data import load
@@ -269,6 +275,7 @@ def run(args: Args) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     rows, rows2, timings = [], [], {}
     start_wall, start_cpu = time.perf_counter(), time.process_time()
+    load_start = os.getloadavg()[0]
     for name in args.datasets:
         X, y, continuous, action_set = prepare(name, args)
         epochs, batch = args.training[name]
@@ -303,10 +310,12 @@ def run(args: Args) -> dict:
     timings["total"] = {
         "wall_s": time.perf_counter() - start_wall,
         "cpu_s": time.process_time() - start_cpu,
+        # 1-minute load average at the start and the end (2 cores, shared)
+        "load": [load_start, os.getloadavg()[0]],
     }
     table1 = pd.DataFrame(rows)
     table1[["dataset", "lambda", "split", *METRICS]].to_csv(
-        args.out / "ross_table1.csv", index=False, float_format="%.4f"
+        args.out / "ross_table1_splits.csv", index=False, float_format="%.4f"
     )
     splits2 = pd.DataFrame(rows2)
     splits2.to_csv(args.out / "ross_table2_splits.csv", index=False, float_format="%.4f")
@@ -319,19 +328,40 @@ def run(args: Args) -> dict:
 
 def report(table1: pd.DataFrame, splits2: pd.DataFrame, args: Args, timings: dict) -> None:
     """Table 2 means, the λ-sweep figure and the Markdown comparison."""
-    table2 = (
-        splits2.groupby(["dataset", "model", "threshold_rule"], sort=False)[["f1", "recourse"]]
-        .mean()
-        .reset_index()
-    )
+    table2 = summarise(splits2, ["dataset", "model", "threshold_rule"], ["f1", "recourse"])
     table2.to_csv(args.out / "ross_table2.csv", index=False, float_format="%.4f")
+    summarise(table1, ["dataset", "lambda"], METRICS).to_csv(
+        args.out / "ross_table1.csv", index=False, float_format="%.4f"
+    )
     plot_sweep(table1, args.out / "ross_lambda_sweep.png")
     (args.out / "ross_tables.md").write_text(markdown(table1, table2, splits2, args, timings))
 
 
+def ci95(values) -> tuple[float, float, int]:
+    """(mean, 95 % Student-t half-width, n) of the finite values (half-width NaN if n < 2)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) < 2:
+        return (float(v.mean()) if len(v) else float("nan")), float("nan"), len(v)
+    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * sem(v)), len(v)
+
+
+def summarise(per_split: pd.DataFrame, keys: list[str], metrics) -> pd.DataFrame:
+    """One row per cell (`keys`): ``n_splits`` and, per metric, the mean over splits
+    (under the metric's name) and the 95 % Student-t half-width (``<metric>_ci95``;
+    splits where a metric is undefined, e.g. no rejected test row, are left out)."""
+    rows = []
+    for cell, g in per_split.groupby(keys, sort=False):
+        row = dict(zip(keys, cell, strict=True)) | {"n_splits": g["split"].nunique()}
+        for m in metrics:
+            row[m], row[f"{m}_ci95"], _ = ci95(g[m])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def report_only(args: Args) -> None:
     """Rebuild the figure and the Markdown from the CSV and JSON files in args.out."""
-    table1 = pd.read_csv(args.out / "ross_table1.csv")
+    table1 = pd.read_csv(args.out / "ross_table1_splits.csv")
     splits2 = pd.read_csv(args.out / "ross_table2_splits.csv")
     summary = json.loads((args.out / "ross_summary.json").read_text())
     args.splits = table1.groupby("dataset")["split"].nunique().to_dict()
