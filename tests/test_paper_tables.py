@@ -64,14 +64,26 @@ def test_genre_metrics_by_hand(genre_table):
 def test_ross_table1_quick_run_has_the_issue_columns(ross_table, tmp_path):
     args = ross_table.parse(["--quick", "--datasets", "german", "--out", str(tmp_path)])
     ross_table.run(args)
-    t1 = pd.read_csv(tmp_path / "ross_table1.csv")
-    assert list(t1.columns) == [
-        "dataset", "lambda", "split", "f1", "accuracy", "precision", "recall",
+    metrics = [
+        "f1", "accuracy", "precision", "recall",
         "recourse_neg_gd", "recourse_neg_linear", "recourse_all_gd", "recourse_all_linear",
     ]  # fmt: skip
+    per_split = pd.read_csv(tmp_path / "ross_table1_splits.csv")
+    assert list(per_split.columns) == ["dataset", "lambda", "split", *metrics]
+    t1 = pd.read_csv(tmp_path / "ross_table1.csv")
+    assert list(t1.columns) == ["dataset", "lambda", "n_splits"] + [
+        c for m in metrics for c in (m, f"{m}_ci95")
+    ]
     assert sorted(t1["lambda"]) == [0.0, 0.8]
+    assert (t1["n_splits"] == 1).all()
+    # one split: the means are that split's numbers and no interval exists
+    np.testing.assert_allclose(t1["f1"], per_split.sort_values("lambda")["f1"])
+    assert t1["f1_ci95"].isna().all()
     t2 = pd.read_csv(tmp_path / "ross_table2.csv")
-    assert list(t2.columns) == ["dataset", "model", "threshold_rule", "f1", "recourse"]
+    assert list(t2.columns) == [
+        "dataset", "model", "threshold_rule", "n_splits", "f1", "f1_ci95", "recourse",
+        "recourse_ci95",
+    ]  # fmt: skip
     assert set(zip(t2["model"], t2["threshold_rule"], strict=True)) == {
         ("baseline", "f1_max"),
         ("baseline", "pare"),
