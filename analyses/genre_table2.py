@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -482,6 +483,7 @@ def markdown(table: pd.DataFrame) -> str:
 
 def run(args: Args) -> pd.DataFrame:
     start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     rows, info = [], {}
     for name in args.datasets:
         # one seeded stream per dataset, so a dataset's numbers do not depend on which
@@ -510,6 +512,7 @@ def run(args: Args) -> pd.DataFrame:
     wall = time.perf_counter() - start
     summary = {"args": asdict(args) | {"out": str(args.out)}, "datasets": info}
     summary["wall_seconds"] = wall
+    summary["load"] = [load_start, os.getloadavg()[0]]  # 1-minute load average
     (args.out / "genre_table2.json").write_text(json.dumps(summary, indent=2, default=str))
     print(write_report(table, args, wall))
     return table
@@ -671,12 +674,19 @@ def combine(dirs: list[Path], args: Args) -> None:
     (seed, dataset) pair is taken from the first dir that has it) into args.out:
     ``genre_table2_seeds.csv`` (every seed's rows), ``genre_table2.csv`` (means, CI
     columns, n_seeds), ``genre_table2_tests.csv`` (GenRe's paired tests) and the report."""
-    frames, walls, seeds, runs = [], {}, {}, []
+    frames, walls, seeds, runs, repeats = [], {}, {}, [], []
     for d in dirs:
         table = pd.read_csv(d / "genre_table2.csv")
         info = json.loads((d / "genre_table2.json").read_text())
         seed = int(info["args"]["seed"])
         taken = {name for (s, name) in walls if s == seed}
+        for name in sorted(taken & set(table["dataset"])):
+            # a repeated (seed, dataset): how far the repeat is from the run kept
+            first = pd.concat(frames).query("seed == @seed and dataset == @name")
+            again = table[table["dataset"] == name]
+            both = first.merge(again, on=["dataset", "method"], suffixes=("", "_again"))
+            gap = max(float((both[m] - both[f"{m}_again"]).abs().max()) for m in METRICS)
+            repeats.append(f"{name} seed {seed} ({d.name}): max |difference| {gap:.2g}")
         table = table[~table["dataset"].isin(taken)].assign(seed=seed)
         for name in table["dataset"].unique():
             walls[(seed, name)] = info["datasets"][name]["wall_seconds"]
@@ -705,6 +715,27 @@ def combine(dirs: list[Path], args: Args) -> None:
         + ", ".join(f"{r['dir']} (seed {r['seed']}, {r['wall_seconds']:.0f} s)" for r in runs)
         + "."
     )
+    loads = [json.loads((d / "genre_table2.json").read_text()).get("load") for d in dirs]
+    samples = dirs[0].parent / "load.log"  # "HH:MM:SS 1-min 5-min 15-min" lines, if kept
+    if samples.exists():
+        one_minute = [float(line.split()[1]) for line in samples.read_text().splitlines()]
+        timing += (
+            f" 1-minute load average sampled each minute while the seed runs went "
+            f"({samples.parent.name}/load.log): median {np.median(one_minute):.1f}, "
+            f"range {min(one_minute):.1f}–{max(one_minute):.1f}."
+        )
+    elif any(loads):
+        timing += " 1-minute load average at each run's start and end: " + "; ".join(
+            f"{r['dir']} {load[0]:.1f} → {load[1]:.1f}"
+            for r, load in zip(runs, loads, strict=True)
+            if load
+        )
+    if repeats:
+        timing += (
+            " Runs repeated with the same seed (the first one kept) agree with it: "
+            + "; ".join(repeats)
+            + " over every metric of every row."
+        )
     meta = {"runs": runs, "seeds": seeds, "wall_seconds": total}
     (args.out / "genre_table2_seeds.json").write_text(json.dumps(meta, indent=2) + "\n")
     write_report(
