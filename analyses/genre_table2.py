@@ -720,7 +720,7 @@ def combine(dirs: list[Path], args: Args) -> None:
     if samples.exists():
         one_minute = [float(line.split()[1]) for line in samples.read_text().splitlines()]
         timing += (
-            f" 1-minute load average sampled each minute while the seed runs went "
+            f" 1-minute load average sampled each minute while the added seeds ran "
             f"({samples.parent.name}/load.log): median {np.median(one_minute):.1f}, "
             f"range {min(one_minute):.1f}–{max(one_minute):.1f}."
         )
