@@ -189,10 +189,14 @@ def bench_oar(n: int = 30_000, d: int = 100, repeats: int = 5, seed: int = 0) ->
     )
     aset = ActionSet(d, p=2, epsilon=0.5)
 
+    trials = {}
+
     def solve(steps: int) -> tuple[float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
-        collective_recourse(learner, X, y, queries, 1, aset, steps=steps)
-        return time.perf_counter() - t0, time.process_time() - c0
+        res = collective_recourse(learner, X, y, queries, 1, aset, steps=steps)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        trials[steps] = len(res.loss_history) - 1  # trial steps taken (a stall stops early)
+        return wall, cpu
 
     # collective_recourse also evaluates the honest and final losses: the per-step time
     # is the difference of 6 and 1 steps over 5, so that fixed overhead cancels; the
@@ -229,6 +233,7 @@ def bench_oar(n: int = 30_000, d: int = 100, repeats: int = 5, seed: int = 0) ->
     return {
         "oar_pgd_step_s_30k": pgd_step_s,
         "oar_pgd_step_cpu_s_30k": pgd_step_cpu_s,
+        "oar_pgd_trial_steps": trials,  # must be {6: 6, 1: 1} for the difference to hold
         "oar_hypergrad_s_30k": grad_s,
         "hypergrad_rel_err": max(errs),
         "hypergrad_rel_err_per_direction": errs,
