@@ -40,6 +40,8 @@ if ``ross_ablations.csv`` is in --out, the ablations of ``ross_ablations.py``).
 
     python analyses/ross_table1.py [--quick] [--out DIR] [--datasets adult compas german]
     python analyses/ross_table1.py --report-only [--out DIR]   # figure + Markdown only
+    python analyses/ross_table1.py --datasets adult --first-split 3 --splits 2 --out DIR
+    python analyses/ross_table1.py --merge DIR1 DIR2 ... [--out DIR]   # runs over other splits
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ class Args:
     quick: bool = False  # one split, λ ∈ {0, 0.8}, a tenth of the epochs (smoke test)
     seed: int = 0  # seeds the splits and the MLP initialisations
     splits: dict[str, int] = field(default_factory=lambda: dict(SPLITS))  # random splits
+    first_split: int = 0  # index of the first split run (split s is seeded by (seed, s))
+    merge: list[Path] | None = None  # output dirs of runs to merge into `out` (no training)
     lambdas: tuple[float, ...] = (0.0, 0.2, 0.4, 0.8, 1.2, 2.0)  # λ sweep (Figure 1)
     delta_max: float = 0.75  # largest change of an actionable feature (standard deviations)
     epsilon: float = 0.05  # PARE: at most this share of people without recourse ...
@@ -280,7 +284,7 @@ def run(args: Args) -> dict:
         X, y, continuous, action_set = prepare(name, args)
         epochs, batch = args.training[name]
         t_wall, t_cpu = time.perf_counter(), time.process_time()
-        for split in range(args.splits[name]):
+        for split in range(args.first_split, args.first_split + args.splits[name]):
             s = make_split(X, y, continuous, name, split, args.seed)
             for lam in args.lambdas:
                 t0 = time.perf_counter()
@@ -357,6 +361,67 @@ def summarise(per_split: pd.DataFrame, keys: list[str], metrics) -> pd.DataFrame
             row[m], row[f"{m}_ci95"], _ = ci95(g[m])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def merge(args: Args) -> None:
+    """Merge the per-split outputs of several runs (each dir: ``ross_table1_splits.csv``
+    — or an older run's per-split ``ross_table1.csv`` —, ``ross_table2_splits.csv`` and
+    ``ross_summary.json``) into args.out and report on the union. Splits are independent
+    (split s is drawn and seeded by (seed, s)), so runs over disjoint splits add up; a
+    (dataset, split) found in two runs is taken from the first."""
+    tables1, tables2, timings = [], [], {}
+    seen: set[tuple[str, int]] = set()
+    for d in args.merge:
+        path = d / "ross_table1_splits.csv"
+        t1 = pd.read_csv(path if path.exists() else d / "ross_table1.csv")
+        t2 = pd.read_csv(d / "ross_table2_splits.csv")
+        info = json.loads((d / "ross_summary.json").read_text())
+        keys1 = list(zip(t1["dataset"], t1["split"], strict=True))
+        new = [k not in seen for k in keys1]
+        keep = set(k for k, n in zip(keys1, new, strict=True) if n)
+        t1 = t1[new]
+        t2 = t2[[k in keep for k in zip(t2["dataset"], t2["split"], strict=True)]]
+        if not len(t1):
+            continue
+        seen |= keep
+        tables1.append(t1)
+        tables2.append(t2)
+        for name, t in info["timings"].items():
+            if name == "total" or name in set(t1["dataset"]):
+                label = (
+                    f"{name} ({d.name}: splits {_span(t1, name)})"
+                    if name != "total"
+                    else (f"total of {d.name}")
+                )
+                timings[label] = t
+    table1 = pd.concat(tables1, ignore_index=True).sort_values(
+        ["dataset", "split", "lambda"],
+        key=lambda c: c.map(DATASETS.index) if c.name == "dataset" else c,
+    )
+    splits2 = pd.concat(tables2, ignore_index=True).sort_values(
+        ["dataset", "model", "split"],
+        key=lambda c: c.map(DATASETS.index) if c.name == "dataset" else c,
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    table1[["dataset", "lambda", "split", *METRICS]].to_csv(
+        args.out / "ross_table1_splits.csv", index=False, float_format="%.4f"
+    )
+    splits2.to_csv(args.out / "ross_table2_splits.csv", index=False, float_format="%.4f")
+    args.datasets = tuple(n for n in DATASETS if n in set(table1["dataset"]))
+    args.splits = table1.groupby("dataset")["split"].nunique().to_dict()
+    args.lambdas = tuple(sorted(table1["lambda"].unique()))
+    summary = {
+        "args": {k: str(v) for k, v in asdict(args).items()},
+        "timings": timings,
+        "merged": [str(d) for d in args.merge],
+    }
+    (args.out / "ross_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    report(table1, splits2, args, timings)
+
+
+def _span(table: pd.DataFrame, name: str) -> str:
+    s = sorted(table.loc[table["dataset"] == name, "split"].unique())
+    return f"{s[0]}–{s[-1]}" if len(s) > 1 else str(s[0])
 
 
 def report_only(args: Args) -> None:
@@ -623,6 +688,16 @@ def parse(argv=None) -> Args:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--seed", type=int, default=Args.seed)
     p.add_argument("--splits", type=int, help="splits of every dataset (default: SPLITS)")
+    p.add_argument(
+        "--first-split", type=int, default=0, help="index of the first split to run (default 0)"
+    )
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="merge the per-split outputs of runs in DIR... into --out and report (no training)",
+    )
     p.add_argument("--lambdas", type=float, nargs="+", default=list(Args().lambdas))
     p.add_argument("--gd-steps", type=int, default=Args.gd_steps)
     p.add_argument("--features", choices=("paper", "all"), default=Args.features)
@@ -642,6 +717,8 @@ def parse(argv=None) -> Args:
         gd_steps=ns.gd_steps,
         features=ns.features,
         report_only=ns.report_only,
+        first_split=ns.first_split,
+        merge=ns.merge,
     )
     if not set(TABLE_LAMBDAS) <= set(args.lambdas):
         p.error(f"--lambdas must include {TABLE_LAMBDAS} (Tables 1 and 2)")
@@ -656,7 +733,9 @@ def parse(argv=None) -> Args:
 def main(argv=None) -> None:
     torch.set_num_threads(1)  # a loaded machine makes torch's thread pool ~100x slower
     args = parse(argv)
-    if args.report_only:
+    if args.merge:
+        merge(args)
+    elif args.report_only:
         report_only(args)
     else:
         run(args)
