@@ -128,6 +128,7 @@ class Report:
     seconds: dict[str, float] = field(default_factory=dict)
     vae: dict | None = None
     learners: dict[str, str] = field(default_factory=dict)
+    load: list[float] = field(default_factory=list)  # 1-minute load average, start and end
 
 
 def setups() -> list[Setup]:
@@ -274,6 +275,7 @@ def variants(name: str, X: np.ndarray, y: np.ndarray, args: Args, eps_grid, step
 
 def run_dataset(name: str, args: Args) -> pd.DataFrame:
     start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     X, y, vae_info = load(name, args)
     t_data = time.perf_counter() - start
     threads = torch.get_num_threads()
@@ -350,6 +352,7 @@ def run_dataset(name: str, args: Args) -> pd.DataFrame:
         seconds=seconds,
         vae=vae_info,
         learners={f"{s.learner}/{s.update_rule}": repr(s.make(args.seed)) for s in setups()},
+        load=[load_start, os.getloadavg()[0]],
     )
     (args.out / f"oar_{name}_summary.json").write_text(json.dumps(asdict(report), indent=2))
     (args.out / f"oar_{name}.md").write_text(markdown(report, main, closed, extended, args, alt))
@@ -534,6 +537,13 @@ def markdown(
         *(f"- {k}: {v:.1f}" for k, v in report.seconds.items()),
         "",
     ]
+    if report.load:
+        lines += [
+            f"1-minute load average {report.load[0]:.1f} at the start and "
+            f"{report.load[1]:.1f} at the end (2 cores shared with other jobs; "
+            f"{args.jobs} worker process(es)).",
+            "",
+        ]
     return "\n".join(lines)
 
 

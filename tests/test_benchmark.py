@@ -45,4 +45,4 @@ def test_verdicts(bench_script):
     v = bench_script.verdicts(result)
     assert v["round_over_refit"] is True
     assert v["env_steps_per_s"] is False
-    assert v["oar_step_s_30k"] is None
+    assert v["oar_pgd_step_s_30k"] is None

@@ -681,8 +681,10 @@ class LogisticRegression(Learner):
         scaling = {key: state[key] for key in _SCALING if key in state}
         X_np = _numpy(X).astype(np.float64, copy=False)
         n, d = X_np.shape
-        # the design matrix straight in numpy, column-major as Newton wants it if small
-        order = "F" if d < _SMALL_DESIGN else "C"
+        # the design matrix straight in numpy, column-major: Newton's products Zθ and
+        # rᵀZ run about twice as fast on it (one BLAS pass per column) at d = 100 as on
+        # a row-major Z, and its blocked Hessian no slower
+        order = "F"
         Z = np.empty((n, d + 1), order=order)
         if delta is None:
             Z[:, :-1] = X_np

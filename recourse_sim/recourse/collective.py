@@ -425,10 +425,11 @@ class _Box:
         # (d / w) / ‖d / w‖ / w: d / (w ‖d‖) for equal weights
         if self.uniform:
             norm = np.sqrt(np.einsum("ij,ij->i", d, d)) * self.w[0]
-            out = d.copy() if d is grad else d
         else:
             norm = np.sqrt(np.square(d) @ self.inv_w2)
-            out = d * self.inv_w2
-        out *= np.where(norm > 0, (sign * length) / np.maximum(norm, 1e-300), 0.0)[:, None]
+            d = d * self.inv_w2
+        scale = np.where(norm > 0, (sign * length) / np.maximum(norm, 1e-300), 0.0)
+        # one pass writes the scaled direction (grad is the caller's: never in place)
+        out = np.multiply(d, scale[:, None])
         out += delta
         return out
