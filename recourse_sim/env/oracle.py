@@ -40,7 +40,7 @@ __all__ = ["ENTRY_POINT_GROUP", "Oracle", "cache_dir", "fit_oracle", "register_o
 ENTRY_POINT_GROUP = "recourse_sim.outcome_models"  # see recourse_sim.plugins
 
 CV_FOLDS = 3  # CalibratedClassifierCV's folds: every class needs this many rows per model
-FORMAT = 2  # bump when the cached content changes meaning
+FORMAT = 3  # bump when the cached content changes meaning
 
 _MEMORY: dict[str, Oracle] = {}
 _MAX_MEMORY = 8
@@ -218,7 +218,7 @@ def _encode(obj, arrays: list[np.ndarray]):
         if obj.dtype.hasobject:
             raise TypeError("object arrays are not cached")
         arrays.append(obj)
-        return {"array": len(arrays) - 1}
+        return {"array": len(arrays) - 1, "shape": list(obj.shape)}
     if isinstance(obj, (list, tuple)):
         return {"list" if isinstance(obj, list) else "tuple": [_encode(v, arrays) for v in obj]}
     if isinstance(obj, dict):
@@ -237,7 +237,9 @@ def _decode(node, arrays):
     if not isinstance(node, dict):
         return node
     if "array" in node:
-        value = arrays[f"a{int(node['array'])}"]
+        kind, start = arrays["where"][int(node["array"])]
+        size = int(np.prod(node["shape"], dtype=np.int64))
+        value = arrays[f"p{kind}"][start : start + size].reshape(node["shape"])
         return value[()] if node.get("scalar") else value
     if "list" in node:
         return [_decode(v, arrays) for v in node["list"]]
@@ -269,9 +271,21 @@ def _store(path: Path, oracle: Oracle) -> None:
     except TypeError as e:  # a scikit-learn whose estimators hold other things
         warnings.warn(f"oracle cache not written ({e})", stacklevel=3)
         return
+    # one flat array per dtype (thousands of small members would make loading slow);
+    # "where" holds each array's (dtype number, offset)
+    dtypes: list[np.dtype] = []
+    parts: list[list[np.ndarray]] = []
+    where = np.zeros((len(arrays), 2), np.int64)
+    for i, a in enumerate(arrays):
+        kind = next((k for k, d in enumerate(dtypes) if d == a.dtype), len(dtypes))
+        if kind == len(dtypes):
+            dtypes.append(a.dtype)
+            parts.append([])
+        where[i] = kind, sum(p.size for p in parts[kind])
+        parts[kind].append(np.ascontiguousarray(a).ravel())
+    packed = {f"p{k}": np.concatenate(p) for k, p in enumerate(parts)}
     buffer = io.BytesIO()
-    named = {f"a{i}": a for i, a in enumerate(arrays)}
-    np.savez(buffer, description=np.frombuffer(text.encode(), np.uint8), **named)
+    np.savez(buffer, description=np.frombuffer(text.encode(), np.uint8), where=where, **packed)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, buffer.getvalue())
@@ -284,9 +298,10 @@ def _load(path: Path, n_rows: int) -> Oracle | None:
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as arrays:
-            description = json.loads(arrays["description"].tobytes().decode())
-            content = _decode(description, arrays)
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+        description = json.loads(arrays["description"].tobytes().decode())
+        content = _decode(description, arrays)
         models, fold = content["models"], np.asarray(content["fold"], np.int64)
         if fold.size not in (0, n_rows) or len(models) != (1 if fold.size == 0 else 2):
             raise ValueError("wrong shape")
