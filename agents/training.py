@@ -1,7 +1,10 @@
 """Training a coordination policy with stable-baselines3's PPO (the ``rl`` extra).
 
 `train_ppo` trains PPO on a scenario's controlled collective and returns the model and
-its learning curve (one row per finished training episode). Everything random is seeded
+its learning curve (one row per finished training episode). PPO acts through
+`FeasibleActions`: its Gaussian's [-1, 1] is spread over the part of each action entry the
+collective can use (a feature it may only under-report gets [-1, 0]), so no half of the
+exploration is a no-op cut away by the projection. Everything random is seeded
 from the one `seed`: the environments' ``reset(seed=…)`` (through SB3's vector env,
 environment i gets ``seed + i``) and SB3's own generators (``PPO(seed=…)``); with one
 torch thread, training twice with one seed gives the same curve.
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import gymnasium as gym
 import numpy as np
 
 if TYPE_CHECKING:
@@ -23,7 +27,14 @@ if TYPE_CHECKING:
 
     from recourse_sim.env import RecourseEnv
 
-__all__ = ["PPOConfig", "make_env", "train_ppo"]
+__all__ = [
+    "FeasibleActions",
+    "PPOConfig",
+    "TrainedPolicy",
+    "feasible_range",
+    "make_env",
+    "train_ppo",
+]
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,53 @@ class PPOConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def feasible_range(env: gym.Env) -> tuple[np.ndarray, np.ndarray]:
+    """Per action entry (class × feature), the part of [-1, 1] the controlled collective's
+    action set can use: [-1, 0] for a feature it may only decrease, [0, 1] for one it may
+    only increase, [-1, 1] otherwise (and for a scenario without a controlled collective)."""
+    inner = env.unwrapped
+    shape = inner.action_space.shape
+    low, high = -np.ones(shape), np.ones(shape)
+    controlled = getattr(inner, "_controlled", None)
+    if controlled is not None:
+        aset = controlled.action_set
+        idx = np.flatnonzero(aset.actionable)
+        low[:, : len(idx)][:, aset.increase_mask[idx]] = 0.0
+        high[:, : len(idx)][:, aset.decrease_mask[idx]] = 0.0
+    return low, high
+
+
+def _to_range(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """[-1, 1] → [low, high], entry by entry (batched actions too)."""
+    a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+    return (low + (a + 1.0) / 2.0 * (high - low)).astype(np.float32)
+
+
+class FeasibleActions(gym.ActionWrapper):
+    """The env with its action entries rescaled from [-1, 1] onto `feasible_range`."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.low, self.high = feasible_range(env)
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        return _to_range(action, self.low, self.high)
+
+
+@dataclass
+class TrainedPolicy:
+    """A trained SB3 model acting in the unwrapped env: `predict` maps its actions through
+    `feasible_range`, as during training (what `evaluate` and the baselines' loop need)."""
+
+    model: PPO
+    low: np.ndarray
+    high: np.ndarray
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        action, state = self.model.predict(observation, state, episode_start, deterministic)
+        return _to_range(action, self.low, self.high), state
 
 
 def make_env(scenario: str, **overrides: Any) -> Callable[[], RecourseEnv]:
@@ -98,12 +156,16 @@ def train_ppo(
     scenario: str,
     seed: int,
     config: PPOConfig | None = None,
+    tensorboard: str | None = None,
     **overrides: Any,
-) -> tuple[PPO, pd.DataFrame]:
+) -> tuple[TrainedPolicy, pd.DataFrame]:
     """Train PPO on `scenario` (with `overrides`) from `seed`.
 
-    Returns the model and its learning curve: one row per finished training episode
-    with ``timestep``, ``episode``, ``reward`` and ``query_success`` (means per round).
+    Returns the policy (the SB3 model is its ``model``) and its learning curve: one row
+    per finished training episode with ``timestep``, ``episode``, ``reward`` and
+    ``query_success`` (means per round).
+    With `tensorboard` (a folder; needs the ``tensorboard`` package, in the ``rl`` extra)
+    SB3 logs the run there as ``{scenario}_seed{seed}``.
     """
     import pandas as pd
     import torch
@@ -111,7 +173,12 @@ def train_ppo(
     from stable_baselines3.common.env_util import make_vec_env
 
     config = config or PPOConfig()
-    venv = make_vec_env(make_env(scenario, **overrides), n_envs=config.n_envs, seed=seed)
+    venv = make_vec_env(
+        make_env(scenario, **overrides),
+        n_envs=config.n_envs,
+        seed=seed,
+        wrapper_class=FeasibleActions,
+    )
     rounds = venv.get_attr("scenario")[0].rounds
     model = PPO(
         "MlpPolicy",
@@ -131,9 +198,15 @@ def train_ppo(
         seed=seed,
         device="cpu",
         verbose=0,
+        tensorboard_log=tensorboard,
     )
     curve = _Curve()
-    model.learn(total_timesteps=config.timesteps, callback=_callback(curve, config.n_envs, rounds))
+    model.learn(
+        total_timesteps=config.timesteps,
+        callback=_callback(curve, config.n_envs, rounds),
+        tb_log_name=f"{scenario}_seed{seed}",
+    )
+    low, high = venv.get_attr("low")[0], venv.get_attr("high")[0]
     venv.close()
     columns = ["timestep", "episode", "reward", "query_success"]
-    return model, pd.DataFrame(curve.rows, columns=columns)
+    return TrainedPolicy(model, low, high), pd.DataFrame(curve.rows, columns=columns)

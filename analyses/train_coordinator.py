@@ -21,7 +21,7 @@ and reward are means per round of one held-out episode), ``coordinator_curves.cs
 baselines' held-out means), ``coordinator_summary.json`` (settings, timings, means) and
 ``coordinator.md`` (the table and what it says).
 
-    python analyses/train_coordinator.py            # the committed run (~15 min, 1 CPU)
+    python analyses/train_coordinator.py            # the committed run (~40 min, 2 CPUs)
     python analyses/train_coordinator.py --quick    # a smoke test (< 2 min), to a temp dir
 """
 
@@ -34,7 +34,9 @@ import itertools
 import json
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
+from multiprocessing import get_context
 from pathlib import Path
 
 import matplotlib
@@ -60,11 +62,11 @@ class Args:
 
     scenarios: tuple[str, ...] = ("school_assignment_controlled", "lending_fico_controlled")
     """controlled scenarios to train and compare on"""
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     """training seeds, one PPO run (and learning curve) each"""
     eval_seeds: tuple[int, ...] = tuple(range(1000, 1010))
     """held-out seeds, one evaluation episode each, shared by every policy"""
-    timesteps: tuple[int, ...] = (3000, 6000)
+    timesteps: tuple[int, ...] = (30000, 60000)
     """PPO training rounds per run, one number per scenario (20 rounds = one episode)"""
     n_steps: int = 100
     """rounds collected between PPO updates"""
@@ -78,6 +80,10 @@ class Args:
     """look-ahead H of the collective OAR baseline (model updates)"""
     oar_steps: int = 10
     """projected-gradient steps of each OAR solve"""
+    jobs: int = 2
+    """training runs and evaluations in parallel (processes, one CPU thread each)"""
+    tensorboard: Path | None = None
+    """folder for SB3's TensorBoard logs, one run per scenario and seed (optional)"""
     quick: bool = False
     """smoke test: one seed, a few hundred rounds, small worlds, short episodes"""
     out: Path | None = None
@@ -110,7 +116,7 @@ def parse_args() -> Args:
         elif isinstance(default, tuple):
             kind = type(default[0]) if default else str
             parser.add_argument(flag, nargs="+", type=kind, default=default, help=docs[f.name])
-        elif f.name == "out":
+        elif f.name in ("out", "tensorboard"):
             parser.add_argument(flag, type=Path, default=None, help=docs[f.name])
         else:
             parser.add_argument(flag, type=type(default), default=default, help=docs[f.name])
@@ -162,43 +168,36 @@ def main(args: Args) -> None:
     budgets = dict(zip(args.scenarios, args.timesteps, strict=True))
     print(f"writing to {out}; PPO training rounds {budgets}; {base}")
 
+    # One job per PPO run (trained, then evaluated on the held-out seeds) and per
+    # baseline evaluation; each job builds its own environments, so jobs are independent
+    # and run in any order or process with the same results.
+    tensorboard = str(args.tensorboard) if args.tensorboard else None
+    jobs = []
+    for scenario, timesteps in zip(args.scenarios, args.timesteps, strict=True):
+        overrides = QUICK_OVERRIDES.get(scenario, {}) if args.quick else {}
+        config = replace(base, timesteps=timesteps)
+        jobs += [Job(scenario, name, -1, config, overrides, args, None) for name in BASELINES]
+        jobs += [
+            Job(scenario, "ppo", seed, config, overrides, args, tensorboard) for seed in args.seeds
+        ]
+    started = time.perf_counter()
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+            done = list(pool.map(_run_job, jobs))
+    else:
+        done = [_run_job(job) for job in jobs]
+
     comparison, curves, seconds = [], [], {}
     actions: dict[tuple[str, str], np.ndarray] = {}
-    started = time.perf_counter()
-    for scenario, timesteps in zip(args.scenarios, args.timesteps, strict=True):
-        config = replace(base, timesteps=timesteps)
-        overrides = QUICK_OVERRIDES.get(scenario, {}) if args.quick else {}
-        env = RecourseEnv(scenario, **overrides)
-
-        # -- training: one PPO run per seed ------------------------------------------------
-        models = {}
-        for seed in args.seeds:
-            run_name = f"{scenario}__ppo__seed{seed}"
-            start = time.perf_counter()
-            model, curve = train_ppo(scenario, seed, config, **overrides)
-            seconds[run_name] = round(time.perf_counter() - start, 1)
-            models[seed] = model
-            curves.append(curve.assign(scenario=scenario, seed=seed))
-            tail = curve["reward"].tail(10).mean()
-            print(f"{run_name}: {seconds[run_name]:.0f} s, last 10 episodes' reward {tail:.3f}")
-
-        # -- evaluation on held-out seeds ----------------------------------------------------
-        for name in BASELINES:
-            start = time.perf_counter()
-            kwargs = {"horizon": args.oar_horizon, "steps": args.oar_steps} if name == "oar" else {}
-            rows = evaluate(make_baseline(name, **kwargs), env, args.eval_seeds)
-            seconds[f"{scenario}__{name}__eval"] = round(time.perf_counter() - start, 1)
-            comparison += [dict(scenario=scenario, policy=name, train_seed=-1, **r) for r in rows]
-        for seed, model in models.items():
-            rows = evaluate(model, env, args.eval_seeds)
-            comparison += [
-                dict(scenario=scenario, policy="ppo", train_seed=seed, **r) for r in rows
-            ]
-        # what the policies do, on the first held-out episode
-        first = args.eval_seeds[0]
-        actions[(scenario, "ppo")] = _actions(models[args.seeds[0]], env, first)
-        oar = make_baseline("oar", horizon=args.oar_horizon, steps=args.oar_steps)
-        actions[(scenario, "oar")] = _actions(oar, env, first)
+    for job, result in zip(jobs, done, strict=True):
+        seconds[job.run_name] = result["seconds"]
+        comparison += result["rows"]
+        if result["curve"] is not None:
+            curves.append(result["curve"])
+            tail = result["curve"]["reward"].tail(10).mean()
+            print(f"{job.run_name}: {result['seconds']:.0f} s, last 10 episodes' reward {tail:.3f}")
+        if result["actions"] is not None:
+            actions[(job.scenario, job.policy)] = result["actions"]
 
     seconds["total"] = round(time.perf_counter() - started, 1)
 
@@ -224,6 +223,50 @@ def main(args: Args) -> None:
     (out / "coordinator.md").write_text(_markdown(table, summary, args, base, seconds, actions))
     print(summary.round(3).to_string())
     print(f"total {seconds['total']:.0f} s")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One PPO training run (then its held-out evaluation) or one baseline's evaluation."""
+
+    scenario: str
+    policy: str  # "ppo" or a baseline's name
+    seed: int  # PPO's training seed (-1 for a baseline)
+    config: PPOConfig
+    overrides: dict
+    args: Args
+    tensorboard: str | None
+
+    @property
+    def run_name(self) -> str:
+        if self.policy == "ppo":
+            return f"{self.scenario}__ppo__seed{self.seed}"
+        return f"{self.scenario}__{self.policy}__eval"
+
+
+def _run_job(job: Job) -> dict:
+    """Train (PPO) and evaluate one policy; plain data back (rows, curve, actions)."""
+    torch.set_num_threads(1)
+    args = job.args
+    start = time.perf_counter()
+    env = RecourseEnv(job.scenario, **job.overrides)
+    curve = None
+    if job.policy == "ppo":
+        policy, curve = train_ppo(
+            job.scenario, job.seed, job.config, tensorboard=job.tensorboard, **job.overrides
+        )
+        curve = curve.assign(scenario=job.scenario, seed=job.seed)
+    elif job.policy == "oar":
+        policy = make_baseline("oar", horizon=args.oar_horizon, steps=args.oar_steps)
+    else:
+        policy = make_baseline(job.policy)
+    rows = evaluate(policy, env, args.eval_seeds)
+    rows = [dict(scenario=job.scenario, policy=job.policy, train_seed=job.seed, **r) for r in rows]
+    # what the policies do, on the first held-out episode (PPO: its first training seed)
+    shown = job.policy == "oar" or (job.policy == "ppo" and job.seed == args.seeds[0])
+    actions = _actions(policy, env, args.eval_seeds[0]) if shown else None
+    seconds = round(time.perf_counter() - start, 1)
+    return {"rows": rows, "curve": curve, "actions": actions, "seconds": seconds}
 
 
 def _summary(table: pd.DataFrame) -> pd.DataFrame:

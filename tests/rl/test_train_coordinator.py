@@ -23,6 +23,7 @@ def test_quick_run_writes_the_comparison_table(tc, tmp_path):
         eval_seeds=(1000,),
         quick=True,
         out=tmp_path,
+        jobs=1,  # worker processes re-import the script by name, which a test module is not
     )
     tc.main(args)
     table = pd.read_csv(tmp_path / "coordinator_comparison.csv")
