@@ -440,9 +440,12 @@ def seeds_row(table: pd.DataFrame) -> tuple[str, str, str, str]:
             if few
             else "–"
         ),
-        "no interval where one seed",
+        "no interval where one seed, wide ones where few",
         "intervals and paired tests in the section over seeds below"
-        + (f"; {', '.join(few)}: none (one seed)" if few else ""),
+        + "".join(
+            f"; {name}: none (one seed)" if n[name] == 1 else f"; {name}: over {n[name]} seeds"
+            for name in few
+        ),
     )
 
 
