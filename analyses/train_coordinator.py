@@ -477,8 +477,8 @@ def _markdown(
         "unchanged, so their rows are the same numbers as before; the table's ± is now a "
         "95 % interval (it was an SD).",
         "",
-        f"Time: {seconds['total']:.0f} s wall clock, one CPU thread (per run: "
-        "coordinator_summary.json).",
+        f"Time: {seconds['total']:.0f} s wall clock, {args.jobs} process(es) of one CPU "
+        "thread each (per run: coordinator_summary.json).",
         "",
     ]
     return "\n".join(lines)
