@@ -149,6 +149,7 @@ def main(args: Args) -> None:
             seeds=args.seeds[:1],
             eval_seeds=args.eval_seeds[:2],
             timesteps=(200,) * len(args.scenarios),
+            n_steps=min(args.n_steps, 100),  # a rollout no longer than the smoke run
         )
     if len(args.timesteps) != len(args.scenarios):
         raise SystemExit(
