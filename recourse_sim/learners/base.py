@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 import torch
@@ -132,13 +133,14 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
         start: State | None,
         queries: torch.Tensor,
         goal: torch.Tensor,
-        factor: torch.Tensor | None = None,
-    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
+        warm: Any = None,
+    ) -> tuple[float, torch.Tensor, State, Any] | None:
         """Collective recourse's objective for one update on the rows X + delta, in
         closed form where the learner has one: (the queries' mean goal cross-entropy
-        after the update, its gradient in delta, the updated state, a solver aid such
-        as a Hessian factor for the next call's `factor`). None (the default) sends
-        collective recourse through autograd on `warm_update_fn` instead."""
+        after the update, its gradient in delta, the updated state, a solver aid for
+        the next call on the same state, X and y, passed back as its `warm`). None (the
+        default) sends collective recourse through autograd on `warm_update_fn`
+        instead."""
         return None
 
     @abstractmethod
