@@ -16,12 +16,15 @@ converts to and from `networkx.Graph` for analysis.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import SocialGraphSpec
+
+if TYPE_CHECKING:  # networkx is imported where a graph is converted (it takes 0.3 s)
+    import networkx as nx
 
 __all__ = [
     "SocialGraph",
@@ -65,6 +68,8 @@ class SocialGraph:
         return cls.from_edges(n, edges[:, 0], edges[:, 1])
 
     def to_networkx(self) -> nx.Graph:
+        import networkx as nx
+
         g = nx.empty_graph(self.n)
         rows = np.repeat(np.arange(self.n), np.diff(self.indptr))
         upper = rows < self.indices
@@ -143,6 +148,8 @@ def independent_cascade(
 
 
 def _networkx_graph(spec: SocialGraphSpec, n: int, rng: np.random.Generator) -> SocialGraph:
+    import networkx as nx
+
     generator = getattr(nx, spec.generator or "", None)
     if generator is None or not callable(generator):
         raise ConfigError(f"graph.generator: {spec.generator!r} is not a networkx generator")

@@ -19,13 +19,13 @@ recourse always use one and the same update rule.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 from recourse_sim.errors import ConfigError, NotFittedError
 
@@ -96,16 +96,74 @@ def check_positive(name: str, value, *, integer: bool = False, allow_zero: bool 
         raise ConfigError(f"{name}={value!r} must be a {sign} {what}")
 
 
-class Learner(ClassifierMixin, BaseEstimator, ABC):
-    """Base class: scikit-learn conventions plus a differentiable online update.
+class Learner(ABC):
+    """Base class: scikit-learn's estimator conventions plus a differentiable online
+    update.
 
     Subclasses implement `_init_state`, `proba_fn` and `update_fn` (and optionally
     `_check_params`); fitted attributes end in ``_`` (``state_``, ``classes_``,
     ``n_features_in_``). ``param_keys`` names the state entries that are model
     parameters (as opposed to memory such as remembered rows).
+
+    The conventions are scikit-learn's (constructor arguments stored as attributes of
+    the same name, `get_params`/`set_params`, so `sklearn.base.clone` works, `score`,
+    a repr of the changed parameters) without inheriting from it: importing
+    scikit-learn takes about a second, which every simulation would pay.
     """
 
     update_rule: str
+    _estimator_type = "classifier"
+
+    # -- scikit-learn's parameter conventions ----------------------------------------
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        """The constructor's parameter names, sorted."""
+        signature = inspect.signature(cls.__init__)
+        return sorted(
+            p.name
+            for p in signature.parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters (`deep`: also ``name__key`` of nested estimators)."""
+        out = {}
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update({f"{name}__{k}": v for k, v in value.get_params().items()})
+            out[name] = value
+        return out
+
+    def set_params(self, **params: Any) -> Learner:
+        """Set constructor parameters (``name__key`` for nested estimators); returns self."""
+        valid = self._get_param_names()
+        for key, value in params.items():
+            name, nested, sub = key.partition("__")
+            if name not in valid:
+                raise ConfigError(
+                    f"{type(self).__name__}.set_params: no parameter {name!r} "
+                    f"(parameters: {', '.join(valid)})"
+                )
+            if nested:
+                getattr(self, name).set_params(**{sub: value})
+            else:
+                setattr(self, name, value)
+        return self
+
+    def score(self, X, y) -> float:
+        """Accuracy of `predict` on (X, y)."""
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    def __repr__(self) -> str:
+        # scikit-learn's style: only the parameters that differ from their defaults
+        defaults = inspect.signature(type(self).__init__).parameters
+        changed = [
+            f"{name}={value!r}"
+            for name, value in self.get_params(deep=False).items()
+            if repr(value) != repr(defaults[name].default)
+        ]
+        return f"{type(self).__name__}({', '.join(changed)})"
 
     # -- the differentiable core -------------------------------------------------
     @abstractmethod
@@ -147,7 +205,7 @@ class Learner(ClassifierMixin, BaseEstimator, ABC):
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         """Parameters fitted from scratch on (X, y)."""
 
-    def _check_params(self) -> None:
+    def _check_params(self) -> None:  # noqa: B027 (optional hook: nothing to check by default)
         """Validate hyperparameters (called by `fit`); raise ConfigError naming the bad one."""
 
     @property

@@ -10,7 +10,6 @@ import torch
 from scipy.linalg import block_diag
 from scipy.linalg.lapack import dpotrf, dpotrs
 from scipy.special import logsumexp, softmax
-from sklearn.exceptions import ConvergenceWarning
 
 from recourse_sim.learners.base import (
     MEMORY_RULES,
@@ -57,6 +56,10 @@ class RefitPoint:
     rows: np.ndarray  # this round's design rows (n, D) at X + delta (standardised)
     p: np.ndarray  # their P(class 1) at θ* (n,)
     delta: np.ndarray  # the delta (n, d) of those rows
+
+
+class ConvergenceWarning(UserWarning):
+    """Newton stopped at ``max_iter`` before its step fell below ``tol``."""
 
 
 class SingleClassWarning(UserWarning):

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.optimize import linprog
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import Learner, State, as_tensor
@@ -633,6 +632,8 @@ def linear_program_highs(g: torch.Tensor, X: torch.Tensor, action_set: ActionSet
 
     Variables [δ, t] with |w_j δ_j| ≤ t_j and Σ t_j ≤ ε (p = 1) or t_j ≤ ε (p = ∞).
     """
+    from scipy.optimize import linprog  # here: importing scipy.optimize takes 0.3 s
+
     if action_set.p not in (1, np.inf):
         raise ConfigError("solver='highs' needs a polyhedral action set (p = 1 or inf)")
     lo, hi = (b.numpy() for b in action_set.box(X))

@@ -63,9 +63,7 @@ def test_lending_bank_model_never_degenerates(seed):
     in ~9% of rounds, and Newton failed to converge on the raw score. Fifty full-size rounds:
     the model never approves everyone, its cutoff stays in the FICO data's range of P(repay)
     = 0.8 thresholds, and every refit converges."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    from recourse_sim.learners.logistic import SingleClassWarning
+    from recourse_sim.learners.logistic import ConvergenceWarning, SingleClassWarning
 
     env = RecourseEnv("lending_fico", rounds=50)
     env.reset(seed=seed)

@@ -527,9 +527,7 @@ def test_a_single_class_refit_keeps_the_previous_model():
     """With one round of memory and a strict threshold, some rounds' observed loans are all
     repaid: the logistic fit has no finite optimum there, so the bank keeps its model
     (and says so) instead of a diverging intercept."""
-    from sklearn.exceptions import ConvergenceWarning
-
-    from recourse_sim.learners.logistic import SingleClassWarning
+    from recourse_sim.learners.logistic import ConvergenceWarning, SingleClassWarning
 
     env = RecourseEnv(
         "lending_fico",
