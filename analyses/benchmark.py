@@ -7,7 +7,8 @@ writes ``DIR/benchmark.json``. Timings are medians over repeats; every ratio is
 measured within one run (numerator and denominator interleaved) so that a shared,
 loaded machine slows both alike. Peak memory is measured in a fresh subprocess per
 population size (``resource.getrusage`` in the child), so earlier allocations of this
-process do not count. The load average at start and end is recorded with the results.
+process do not count; the OAR step is timed in a fresh subprocess too, so that the
+heap the sections before it left does not slow its large arrays. The load average at start and end is recorded with the results.
 """
 
 from __future__ import annotations
@@ -131,17 +132,18 @@ def _child_round(n: int, repeats: int) -> dict[str, Any]:
     return {"n": n, "round_s": step_s, "peak_rss_mb": rss / 1024, "import_rss_mb": rss0 / 1024}
 
 
+def _in_child(*flags: str) -> dict[str, Any]:
+    """This script's JSON answer to `flags`, from a fresh interpreter: nothing an earlier
+    section allocated or cached (heap, page cache of large arrays) affects the timing."""
+    out = subprocess.run(
+        [sys.executable, __file__, *flags], check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def bench_scaling(sizes=(1_000, 10_000, 100_000), repeats: int = 3) -> dict[str, Any]:
     """Round time per cohort size, each in its own subprocess (honest peak RSS)."""
-    rows = []
-    for n in sizes:
-        out = subprocess.run(
-            [sys.executable, __file__, "--child-round", str(n), "--repeats", str(repeats)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows = [_in_child("--child-round", str(n), "--repeats", str(repeats)) for n in sizes]
     logn = np.log([r["n"] for r in rows])
     logt = np.log([r["round_s"] for r in rows])
     slope = float(np.polyfit(logn, logt, 1)[0])
@@ -724,7 +726,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
         return {
             "round": lambda: bench_round(n=200, repeats=1),
             "scaling": lambda: bench_scaling(sizes=(100, 200), repeats=1),
-            "oar": lambda: bench_oar(n=300, d=5, repeats=1),
+            "oar": lambda: _in_child("--child-oar", "300", "5", "--repeats", "1"),
             "env": lambda: bench_env(n=50, steps=4, n_envs=2),
             "genre": lambda: bench_genre(n_fit=1_000, n_query=20, repeats=1),
             "dice": lambda: bench_dice(n_rows=3, repeats=1),
@@ -733,7 +735,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
     return {
         "round": lambda: bench_round(repeats=3 if quick else 15),
         "scaling": lambda: bench_scaling(repeats=1 if quick else 3),
-        "oar": lambda: bench_oar(repeats=2 if quick else 5),
+        "oar": lambda: _in_child("--child-oar", "30000", "100", "--repeats", "2" if quick else "5"),
         "env": lambda: bench_env(steps=60 if quick else 400),
         "genre": lambda: bench_genre(n_fit=1_000 if quick else 4_000, repeats=2 if quick else 5),
         "dice": lambda: bench_dice(n_rows=20 if quick else 200, repeats=3 if quick else 5),
@@ -778,10 +780,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="run only these sections")
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-round", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-oar", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_round:
         print(json.dumps(_child_round(args.child_round, args.repeats)))
+        return 0
+    if args.child_oar:
+        n, d = args.child_oar
+        print(json.dumps(bench_oar(n=n, d=d, repeats=args.repeats)))
         return 0
     if args.out is None:
         parser.error("--out DIR is required")
