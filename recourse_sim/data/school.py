@@ -276,26 +276,31 @@ def school_numbers(
     frac_n2: float,
     extracurricular_rate_n1: float,
     extracurricular_rate_n2: float,
+    out: SchoolNumbers | None = None,
 ) -> SchoolNumbers:
     """The draws of one cohort from `rng`: ``random(n)``, ``standard_normal(4 n)`` (the
     ability's n, then the causal features' (n, 3), as two calls would give them),
     ``poisson(rates)``, ``random(n)``, ``standard_normal(n)``. A batched environment
-    calls this per world (each world's own stream) and `school_from_numbers` once on
-    the stack."""
-    neighbourhood = (rng.random(n) < frac_n2).astype(np.int64)
-    normals = rng.standard_normal(4 * n)
-    rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
-    extracurriculars = rng.poisson(rates).astype(np.float64)
-    outcome_uniform = rng.random(n)
-    admission_noise = rng.standard_normal(n)
-    return SchoolNumbers(
-        neighbourhood,
-        normals[:n],
-        normals[n:].reshape(n, 3),
-        extracurriculars,
-        outcome_uniform,
-        admission_noise,
-    )
+    calls this per world (each world's own stream), writing into its rows of stacked
+    arrays (`out`: a `SchoolNumbers` of writeable arrays of one cohort's shapes), and
+    `school_from_numbers` once on the stack."""
+    if out is None:
+        out = SchoolNumbers(
+            np.empty(n, np.int64),
+            np.empty(n),
+            np.empty((n, 3)),
+            np.empty(n),
+            np.empty(n),
+            np.empty(n),
+        )
+    out.neighbourhood[:] = rng.random(n) < frac_n2
+    rng.standard_normal(out=out.ability_noise)
+    rng.standard_normal(out=out.feature_noise)
+    rates = np.where(out.neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
+    out.extracurriculars[:] = rng.poisson(rates)
+    rng.random(out=out.outcome_uniform)
+    rng.standard_normal(out=out.admission_noise)
+    return out
 
 
 def school_from_numbers(

@@ -204,6 +204,8 @@ class BatchedRecourseEnv(VectorEnv):
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
         self._ended = np.zeros(num_envs, bool)  # episode over, world not reset yet
+        # each SBM population's block pairs by block sizes (worlds and rounds share a few)
+        self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
         self._state: dict[str, np.ndarray] = {}
 
     @property
@@ -257,6 +259,11 @@ class BatchedRecourseEnv(VectorEnv):
             # are x exactly)
             "x_shift": np.zeros((B, d)),
             "x_scale": np.ones((B, d)),
+            # the cohort's reports standardised, and the current model's P(favourable)
+            # and decisions of them (what the observation showed and the round decides)
+            "Xs": np.zeros((B, n, d)),
+            "p": np.zeros((B, n)),
+            "favourable": np.zeros((B, n), bool),
             "feature_mean": np.zeros((B, d)),
             "feature_scale": np.ones((B, d)),
             "acceptance": np.zeros((B, G)),
@@ -289,6 +296,9 @@ class BatchedRecourseEnv(VectorEnv):
             st["x_shift"][i] = env.learner.state_["x_shift"].numpy()
             st["x_scale"][i] = env.learner.state_["x_scale"].numpy()
         st["feature_mean"][i], st["feature_scale"][i] = env._feature_mean, env._feature_scale
+        st["Xs"][i] = (c.report - st["x_shift"][i]) / st["x_scale"][i]
+        proba, favourable = env._honest_decisions(c)
+        st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
         st["acceptance"][i] = 0.0
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0
@@ -350,8 +360,7 @@ class BatchedRecourseEnv(VectorEnv):
 
         # 2. decision on the (honest) reports of the fresh cohort
         scaling = st["x_shift"], st["x_scale"]
-        p_before = _p_favourable(theta, report, scaling, self._fav)
-        favourable_before = self._decide(p_before, group)
+        p_before, favourable_before = st["p"], st["favourable"]  # (the observation's)
         cut = None
         if self._places is not None:
             cut = np.min(np.where(favourable_before, p_before, np.inf), axis=1)
@@ -366,10 +375,14 @@ class BatchedRecourseEnv(VectorEnv):
         changed = (change[..., self._causal] != 0).any(-1)
         moved = tried.any(1)
         p_final, favourable = p_before, favourable_before
-        if moved.any():
-            p_moved = _p_favourable(theta, X_rep, scaling, self._fav)
-            p_final = np.where(moved[:, None], p_moved, p_before)
-            favourable = np.where(moved[:, None], self._decide(p_final, group), favourable_before)
+        if moved.any():  # decided again on the final reports, where anyone moved
+            world, row = np.nonzero((X_rep != report).any(-1))
+            p_final = p_before.copy()
+            Xs_moved = (X_rep[world, row] - scaling[0][world]) / scaling[1][world]
+            logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
+            p_final[world, row] = _sigmoid(logits) if self._fav == 1 else 1.0 - _sigmoid(logits)
+            favourable = favourable_before.copy()
+            favourable[moved] = self._decide(p_final[moved], group[moved])
 
         # 4. outcomes
         flat = SimpleNamespace(y0=st["y0"].reshape(-1), u=st["u"].reshape(-1))
@@ -401,11 +414,12 @@ class BatchedRecourseEnv(VectorEnv):
         collective_cost = np.divide(cost_sum, cost_count, out=np.zeros(B), where=cost_count > 0)
 
         # 6. update: a refit on this round's rows, all worlds in one batched Newton solve
-        Z = np.empty((B, n, d + 1))
-        np.divide(X_train - scaling[0][:, None], scaling[1][:, None], out=Z[..., :d])
-        Z[..., d] = 1.0
+        Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
+        standardised = (X_train - scaling[0][:, None]) / scaling[1][:, None]
+        Zt[:, :d] = standardised.transpose(0, 2, 1)
+        Zt[:, d] = 1.0
         new_theta, one_class = newton_refit_batch(
-            theta, Z, y_train, self._C, self._tol, self._max_iter
+            theta, Zt, y_train, self._C, self._tol, self._max_iter
         )
         if one_class.any():
             warnings.warn(
@@ -416,7 +430,7 @@ class BatchedRecourseEnv(VectorEnv):
         st["theta"] = theta = new_theta
 
         # the query group's success under the updated model (honest reports), the reward
-        p_after = _p_favourable(theta, report, scaling, self._fav)
+        p_after = _p_favourable(theta, st["Xs"], self._fav)
         got = self._decide(p_after, group)
         goal = self._first.scenario.query.goal
         if goal != self._fav:
@@ -538,22 +552,38 @@ class BatchedRecourseEnv(VectorEnv):
         # per block pair: its world, edge count and each end's block size and start
         pair_world, pair_m, pair_high, pair_first = [], [], [], []
         snapshots: dict[int, tuple[dict, int | None]] = {}
+        plans = self._block_plans.setdefault(s.population, {})
+        if len(plans) > 100_000:  # (sizes up to n² / 4 pairs: bounded, but not small)
+            plans.clear()
         for b in np.flatnonzero(members).tolist():
             labels = [g for g in range(G) if sizes_list[b][g]]
-            sizes = [sizes_list[b][g] for g in labels]
+            sizes = tuple(sizes_list[b][g] for g in labels)
+            plan = plans.get(sizes)
+            if plan is None:
+                plan = plans[sizes] = block_pairs(list(sizes), spec.mean_degree, spec.homophily)
             rng = rngs[b]
+            raw = rng.bit_generator.random_raw
+            left = pending[b]
             # where to start again if a bounded draw is rejected (about 1e-5 a round)
-            snapshots[b] = (rng.bit_generator.state, pending[b])
-            for i, j, pairs, p in block_pairs(sizes, spec.mean_degree, spec.homophily):
+            snapshots[b] = (rng.bit_generator.state, left)
+            for i, j, pairs, p in plan:
                 m = int(rng.binomial(pairs, p))
                 # integers(1, size=m) is all zeros and draws nothing
                 k = m * ((sizes[i] > 1) + (sizes[j] > 1))
-                w, pending[b] = _uint32_words(rng, k, pending[b])
-                words.append(w)
+                if k:  # k uint32 words: the buffered one first, then halves of uint64s
+                    if left is not None:
+                        words.append(np.array([left], np.uint32))
+                        k -= 1
+                        left = None
+                    if k:
+                        halves = raw((k + 1) // 2).view(np.uint32)  # lower half first
+                        words.append(halves[:k])
+                        left = int(halves[k]) if k & 1 else None
                 pair_world.append(b)
                 pair_m.append(m)
                 pair_high.append((sizes[i], sizes[j]))
                 pair_first.append((starts_list[b][labels[i]], starts_list[b][labels[j]]))
+            pending[b] = left
         a_end = b_end = np.zeros(0, np.int64)
         redo: list[int] = []
         if pair_m:
@@ -630,21 +660,27 @@ class BatchedRecourseEnv(VectorEnv):
     def _next_cohort(self) -> None:
         """The next fresh cohort of every world: each world's draws from its own world
         stream (`school_numbers`, then ``random((2, n))``), one transform of the stack."""
-        st, n = self._state, self._n
+        st, n, B = self._state, self._n, self.num_envs
         kw = self._school
-        draws, uv = [], np.empty((self.num_envs, 2, n))
+        numbers = SchoolNumbers(
+            np.empty((B, n), np.int64),
+            np.empty((B, n)),
+            np.empty((B, n, 3)),
+            np.empty((B, n)),
+            np.empty((B, n)),
+            np.empty((B, n)),
+        )
+        uv = np.empty((B, 2, n))
         for i, rng in enumerate(self._world_rngs):
-            draws.append(
-                school_numbers(
-                    n,
-                    rng,
-                    frac_n2=kw["frac_n2"],
-                    extracurricular_rate_n1=kw["extracurricular_rate_n1"],
-                    extracurricular_rate_n2=kw["extracurricular_rate_n2"],
-                )
+            school_numbers(
+                n,
+                rng,
+                frac_n2=kw["frac_n2"],
+                extracurricular_rate_n1=kw["extracurricular_rate_n1"],
+                extracurricular_rate_n2=kw["extracurricular_rate_n2"],
+                out=SchoolNumbers(*(part[i] for part in numbers)),
             )
-            uv[i] = rng.random((2, n))
-        numbers = SchoolNumbers(*(np.stack(parts) for parts in zip(*draws, strict=True)))
+            rng.random(out=uv[i])
         c = school_from_numbers(
             numbers,
             ability_gap=kw["ability_gap"],
@@ -667,8 +703,9 @@ class BatchedRecourseEnv(VectorEnv):
         st = self._state
         B, n, _d = st["X"].shape
         theta, report, group = st["theta"], st["report"], st["group"]
-        p = _p_favourable(theta, report, (st["x_shift"], st["x_scale"]), self._fav)
-        favourable = self._decide(p, group)
+        st["Xs"] = (report - st["x_shift"][:, None]) / st["x_scale"][:, None]
+        st["p"] = p = _p_favourable(theta, st["Xs"], self._fav)
+        st["favourable"] = favourable = self._decide(p, group)
         query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
         params = np.clip(np.sign(theta) * np.log1p(np.abs(theta)), -PARAM_BOUND, PARAM_BOUND)
         size = _group_counts(group, np.ones((B, n), bool), self._G)
@@ -714,12 +751,10 @@ class BatchedRecourseEnv(VectorEnv):
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _p_favourable(theta: np.ndarray, X: np.ndarray, scaling, favourable: int) -> np.ndarray:
+def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:
     """P(favourable) (B, n) of binary logistic models θ = (coef, intercept) per world, on
-    features standardised by `scaling` = (shift, scale), each (B, d)."""
-    d = X.shape[-1]
-    shift, scale = scaling
-    Xs = (X - shift[:, None]) / scale[:, None]
+    their standardised features `Xs` (B, n, d)."""
+    d = Xs.shape[-1]
     logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
     p1 = _sigmoid(logits)
     return p1 if favourable == 1 else 1.0 - p1
