@@ -240,12 +240,12 @@ def draw_school(
     `school_numbers`, then `school_from_numbers`."""
     numbers = school_numbers(
         n,
-        rng,
+        [rng],
         frac_n2=frac_n2,
         extracurricular_rate_n1=extracurricular_rate_n1,
         extracurricular_rate_n2=extracurricular_rate_n2,
     )
-    return school_from_numbers(
+    draw = school_from_numbers(
         numbers,
         ability_gap=ability_gap,
         h1_capacity=h1_capacity,
@@ -255,6 +255,7 @@ def draw_school(
         outcome_threshold=outcome_threshold,
         outcome_sharpness=outcome_sharpness,
     )
+    return SchoolDraw(*(a[0] for a in draw))
 
 
 class SchoolNumbers(NamedTuple):
@@ -271,36 +272,39 @@ class SchoolNumbers(NamedTuple):
 
 def school_numbers(
     n: int,
-    rng: np.random.Generator,
+    rngs: list[np.random.Generator],
     *,
     frac_n2: float,
     extracurricular_rate_n1: float,
     extracurricular_rate_n2: float,
-    out: SchoolNumbers | None = None,
 ) -> SchoolNumbers:
-    """The draws of one cohort from `rng`: ``random(n)``, ``standard_normal(4 n)`` (the
-    ability's n, then the causal features' (n, 3), as two calls would give them),
-    ``poisson(rates)``, ``random(n)``, ``standard_normal(n)``. A batched environment
-    calls this per world (each world's own stream), writing into its rows of stacked
-    arrays (`out`: a `SchoolNumbers` of writeable arrays of one cohort's shapes), and
-    `school_from_numbers` once on the stack."""
-    if out is None:
-        out = SchoolNumbers(
-            np.empty(n, np.int64),
-            np.empty(n),
-            np.empty((n, 3)),
-            np.empty(n),
-            np.empty(n),
-            np.empty(n),
-        )
-    out.neighbourhood[:] = rng.random(n) < frac_n2
-    rng.standard_normal(out=out.ability_noise)
-    rng.standard_normal(out=out.feature_noise)
-    rates = np.where(out.neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
-    out.extracurriculars[:] = rng.poisson(rates)
-    rng.random(out=out.outcome_uniform)
-    rng.standard_normal(out=out.admission_noise)
-    return out
+    """The random numbers of one cohort of `n` from each generator of `rngs` (a stack of
+    B cohorts: a batched environment's worlds, each from its own stream, or one). Each
+    generator draws, in this order: ``random(n)`` (neighbourhoods), ``standard_normal(4 n)``
+    (the ability's n, then the causal features' (n, 3), as two calls would give them),
+    ``poisson(rates)`` (rates by neighbourhood), ``random(n)``, ``standard_normal(n)``.
+    Generators are independent, so the draws go generator by generator in two passes
+    (the rates of all cohorts are computed at once in between)."""
+    B = len(rngs)
+    uniforms, normals = np.empty((B, n)), np.empty((B, 4 * n))
+    for rng, u, z in zip(rngs, uniforms, normals, strict=True):
+        rng.random(out=u)
+        rng.standard_normal(out=z)
+    neighbourhood = (uniforms < frac_n2).astype(np.int64)
+    rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
+    extracurriculars, outcome, admission = np.empty((B, n)), np.empty((B, n)), np.empty((B, n))
+    for b, rng in enumerate(rngs):
+        extracurriculars[b] = rng.poisson(rates[b])
+        rng.random(out=outcome[b])
+        rng.standard_normal(out=admission[b])
+    return SchoolNumbers(
+        neighbourhood,
+        normals[:, :n],
+        normals[:, n:].reshape(B, n, 3),
+        extracurriculars,
+        outcome,
+        admission,
+    )
 
 
 def school_from_numbers(
@@ -319,16 +323,21 @@ def school_from_numbers(
     neighbourhood = numbers.neighbourhood
     # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
     ability = numbers.ability_noise + ability_gap * (0.5 - neighbourhood)
-    causal = _MEAN + ability[..., None] * _LOADING + numbers.feature_noise * _NOISE
-    causal[..., 0] = np.clip(causal[..., 0], 0.0, 4.0)  # GPA scale
-    causal[..., 2] = np.clip(causal[..., 2], 0.0, None)  # hours cannot be negative
+    # feature by feature: numpy is slow on a last axis of 3 broadcast against a stack
+    X = np.empty((*ability.shape, 4))
+    noise = numbers.feature_noise
+    for j in range(3):
+        X[..., j] = _MEAN[j] + ability * _LOADING[j] + noise[..., j] * _NOISE[j]
+    X[..., 0] = np.clip(X[..., 0], 0.0, 4.0)  # GPA scale
+    X[..., 2] = np.clip(X[..., 2], 0.0, None)  # hours cannot be negative
     extracurriculars = numbers.extracurriculars
-    X = np.empty((*causal.shape[:-1], 4))
-    X[..., :3] = causal
     X[..., 3] = extracurriculars
 
     # merit once, for the true outcome (`true_outcome`'s draw), the admission and S
-    merit = ((causal - _MEAN) / _SCALE) @ _MERIT_WEIGHTS
+    standardised = np.empty((*ability.shape, 3))
+    for j in range(3):
+        standardised[..., j] = (X[..., j] - _MEAN[j]) / _SCALE[j]
+    merit = standardised @ _MERIT_WEIGHTS
     p = _success_probability(merit, outcome_threshold, outcome_sharpness)
     y_true = (numbers.outcome_uniform < p).astype(np.int64)
 

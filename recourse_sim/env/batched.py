@@ -47,7 +47,7 @@ from gymnasium.vector.utils import batch_space
 
 from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
 from recourse_sim.agents.strategies import IndividualResult, adapt
-from recourse_sim.data.school import SchoolNumbers, school_from_numbers, school_numbers
+from recourse_sim.data.school import school_from_numbers, school_numbers
 from recourse_sim.env.recourse_env import (
     FEATURE_BOUND,
     PARAM_BOUND,
@@ -296,7 +296,9 @@ class BatchedRecourseEnv(VectorEnv):
             st["x_shift"][i] = env.learner.state_["x_shift"].numpy()
             st["x_scale"][i] = env.learner.state_["x_scale"].numpy()
         st["feature_mean"][i], st["feature_scale"][i] = env._feature_mean, env._feature_scale
-        st["Xs"][i] = (c.report - st["x_shift"][i]) / st["x_scale"][i]
+        st["Xs"][i] = _standardised(
+            c.report[None], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
+        )
         proba, favourable = env._honest_decisions(c)
         st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
         st["acceptance"][i] = 0.0
@@ -378,7 +380,7 @@ class BatchedRecourseEnv(VectorEnv):
         if moved.any():  # decided again on the final reports, where anyone moved
             world, row = np.nonzero((X_rep != report).any(-1))
             p_final = p_before.copy()
-            Xs_moved = (X_rep[world, row] - scaling[0][world]) / scaling[1][world]
+            Xs_moved = _standardised(X_rep[world, row], scaling[0][world], scaling[1][world])
             logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
             p_final[world, row] = _sigmoid(logits) if self._fav == 1 else 1.0 - _sigmoid(logits)
             favourable = favourable_before.copy()
@@ -415,8 +417,9 @@ class BatchedRecourseEnv(VectorEnv):
 
         # 6. update: a refit on this round's rows, all worlds in one batched Newton solve
         Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
-        standardised = (X_train - scaling[0][:, None]) / scaling[1][:, None]
-        Zt[:, :d] = standardised.transpose(0, 2, 1)
+        for j in range(d):  # (feature-major: the standardised columns straight in)
+            np.subtract(X_train[..., j], scaling[0][:, j, None], out=Zt[:, j])
+            np.divide(Zt[:, j], scaling[1][:, j, None], out=Zt[:, j])
         Zt[:, d] = 1.0
         new_theta, one_class = newton_refit_batch(
             theta, Zt, y_train, self._C, self._tol, self._max_iter
@@ -492,11 +495,10 @@ class BatchedRecourseEnv(VectorEnv):
         if s.action_set.epsilon > 0:
             # the goal's log-odds and their gradient in x, per row (`goal_margin`)
             sign = 1.0 if self._fav == 1 else -1.0
-            shift, scale = st["x_shift"][world], st["x_scale"][world]
-            value = sign * (
-                np.einsum("rd,rd->r", (X_rows - shift) / scale, theta[world, :d]) + theta[world, d]
-            )
-            coef = sign * theta[world, :d] / scale
+            # (the seekers have not moved yet: their standardised reports are the cohort's)
+            Xs_rows = st["Xs"][world, row]
+            value = sign * (np.einsum("rd,rd->r", Xs_rows, theta[world, :d]) + theta[world, d])
+            coef = sign * theta[world, :d] / st["x_scale"][world]
             if cut is not None:
                 target = cut[world]
             else:
@@ -662,25 +664,16 @@ class BatchedRecourseEnv(VectorEnv):
         stream (`school_numbers`, then ``random((2, n))``), one transform of the stack."""
         st, n, B = self._state, self._n, self.num_envs
         kw = self._school
-        numbers = SchoolNumbers(
-            np.empty((B, n), np.int64),
-            np.empty((B, n)),
-            np.empty((B, n, 3)),
-            np.empty((B, n)),
-            np.empty((B, n)),
-            np.empty((B, n)),
+        numbers = school_numbers(
+            n,
+            self._world_rngs,
+            frac_n2=kw["frac_n2"],
+            extracurricular_rate_n1=kw["extracurricular_rate_n1"],
+            extracurricular_rate_n2=kw["extracurricular_rate_n2"],
         )
-        uv = np.empty((B, 2, n))
-        for i, rng in enumerate(self._world_rngs):
-            school_numbers(
-                n,
-                rng,
-                frac_n2=kw["frac_n2"],
-                extracurricular_rate_n1=kw["extracurricular_rate_n1"],
-                extracurricular_rate_n2=kw["extracurricular_rate_n2"],
-                out=SchoolNumbers(*(part[i] for part in numbers)),
-            )
-            rng.random(out=uv[i])
+        uv = np.empty((B, 2, n))  # School.newcomers' u and v, after the cohort's draws
+        for rng, row in zip(self._world_rngs, uv, strict=True):
+            rng.random(out=row)
         c = school_from_numbers(
             numbers,
             ability_gap=kw["ability_gap"],
@@ -703,7 +696,7 @@ class BatchedRecourseEnv(VectorEnv):
         st = self._state
         B, n, _d = st["X"].shape
         theta, report, group = st["theta"], st["report"], st["group"]
-        st["Xs"] = (report - st["x_shift"][:, None]) / st["x_scale"][:, None]
+        st["Xs"] = _standardised(report, st["x_shift"], st["x_scale"])
         st["p"] = p = _p_favourable(theta, st["Xs"], self._fav)
         st["favourable"] = favourable = self._decide(p, group)
         query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
@@ -758,6 +751,19 @@ def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndar
     logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
     p1 = _sigmoid(logits)
     return p1 if favourable == 1 else 1.0 - p1
+
+
+def _standardised(X: np.ndarray, shift: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(X − shift) / scale, the learner's standardisation: X (B, n, d) with per-world
+    (B, d) constants, or rows X (r, d) with their own rows of constants. Feature by
+    feature (numpy is slow on a short last axis broadcast against a stack); the same
+    operations per number as the single learner's."""
+    out = np.empty(X.shape)
+    for j in range(X.shape[-1]):
+        s, c = (shift[:, j, None], scale[:, j, None]) if X.ndim == 3 else (shift[:, j], scale[:, j])
+        np.subtract(X[..., j], s, out=out[..., j])
+        np.divide(out[..., j], c, out=out[..., j])
+    return out
 
 
 def _group_counts(group: np.ndarray, flag: np.ndarray, G: int) -> np.ndarray:
