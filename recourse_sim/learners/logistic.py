@@ -781,6 +781,11 @@ class LogisticRegression(Learner):
         return self
 
 
+# `newton_refit_batch` takes full steps untested once they halve and the last was at
+# most this (relative to 1 + max |θ|): each risk test costs about a Newton iteration.
+_UNTESTED_BATCH = 0.1
+
+
 def newton_refit_batch(
     theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, C: float, tol: float, max_iter: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -835,8 +840,9 @@ def newton_refit_batch(
         done = todo & (step_size <= tol * scale)
         out[done] = th[done] - step[done]
         todo &= ~done
-        # full steps contracting fast this close to θ*: taken untested
-        untested = todo & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_STEP * scale)
+        # full steps contracting fast near θ*: taken untested (from further out than the
+        # single refit dares, which only changes the path: θ* is unique)
+        untested = todo & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_BATCH * scale)
         tested = todo & ~untested
         t = np.where(todo, 1.0, 0.0)
         if tested.any():
