@@ -48,6 +48,8 @@ class SocialGraph:
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         keep = a != b
         a, b = a[keep], b[keep]
+        if n * n < 2**31:  # keys in int32: numpy sorts them twice as fast
+            a, b = a.astype(np.int32), b.astype(np.int32)
         # both directions of every edge as one sorted key row * n + col: one sort orders
         # the CSR by row then neighbour, and equal neighbours (duplicates) end up adjacent
         key = np.sort(np.concatenate([a * n + b, b * n + a]))
@@ -57,7 +59,7 @@ class SocialGraph:
         rows = key // n
         cols = key - rows * n  # key % n without a second integer division (slow in numpy)
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
-        return cls(n=n, indptr=indptr, indices=cols)
+        return cls(n=n, indptr=indptr, indices=cols.astype(np.int64))
 
     @classmethod
     def from_networkx(cls, graph: nx.Graph) -> SocialGraph:

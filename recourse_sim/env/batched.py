@@ -590,16 +590,18 @@ class BatchedRecourseEnv(VectorEnv):
         redo: list[int] = []
         if pair_m:
             ends = np.repeat(pair_m, 2)  # each pair's first ends, then its second ends
-            end_high = np.array(pair_high, np.int64).reshape(-1)
+            end_high = np.array(pair_high, np.uint64).reshape(-1)
             high = np.repeat(end_high, ends)
             drawn = high > 1
             w = np.concatenate(words).astype(np.uint64)
-            product = w * high[drawn].astype(np.uint64)
-            index = np.zeros(len(high), np.int64)
+            product = w * high[drawn]
+            index = np.zeros(len(high), np.int64)  # a bound of 1 draws nothing: 0
             index[drawn] = (product >> _SHIFT32).astype(np.int64)
             nodes = by_block[np.repeat(np.array(pair_first).reshape(-1), ends) + index]
             is_first = np.repeat(np.tile([True, False], len(pair_m)), ends)
-            rejected = _lemire_rejects(product, high[drawn].astype(np.uint64))
+            # (the bound's threshold per block pair's end, then per draw: modulo is slow)
+            threshold = np.repeat(_lemire_threshold(end_high), ends)[drawn]
+            rejected = _lemire_rejects(product, threshold)
             if rejected.any():
                 end_world = np.repeat(np.repeat(pair_world, 2), ends)
                 redo = np.unique(end_world[drawn][rejected]).tolist()
@@ -642,11 +644,12 @@ class BatchedRecourseEnv(VectorEnv):
         cursor = members.copy()
 
         def wave_uniforms(frontier: np.ndarray, total: int) -> np.ndarray:
-            edge_world = np.repeat(world_of[frontier], degree[frontier])
-            per_world = np.bincount(edge_world, minlength=B)
-            first = np.concatenate([[0], np.cumsum(per_world)])[:-1]
-            rank = np.arange(total) - first[edge_world]
-            out = uniforms[start[edge_world] + cursor[edge_world] + rank]
+            # a wave's edges come world by world; world w's take its next numbers: edge
+            # j of the wave gets uniforms[j + start[w] + cursor[w] − (w's first edge)]
+            world, counts = world_of[frontier], degree[frontier]
+            per_world = np.bincount(world, counts, minlength=B).astype(np.int64)
+            shift = start + cursor - (np.cumsum(per_world) - per_world)
+            out = uniforms[np.arange(total) + np.repeat(shift[world], counts)]
             cursor[:] += per_world
             return out
 
@@ -776,10 +779,16 @@ def _share(count: np.ndarray, size: np.ndarray) -> np.ndarray:
     return np.divide(count, size, out=np.zeros(np.shape(count)), where=size > 0)
 
 
-def _lemire_rejects(product: np.ndarray, high: np.ndarray) -> np.ndarray:
+def _lemire_threshold(high: np.ndarray) -> np.ndarray:
+    """Lemire's rejection threshold of bounds `high` (uint64, ≥ 1): 2^32 mod high."""
+    return (np.uint64(2**32) - high) % high
+
+
+def _lemire_rejects(product: np.ndarray, threshold: np.ndarray) -> np.ndarray:
     """Where Lemire's bounded-integer method draws again: the product of a uint32 word and
-    the bound has its lower word below 2^32 mod bound (about bound / 2^32 of draws)."""
-    return (product & _UINT32) < (np.uint64(2**32) - high) % high
+    the bound has its lower word below the bound's `_lemire_threshold` (about bound / 2^32
+    of draws)."""
+    return (product & _UINT32) < threshold
 
 
 def _uint32_words(

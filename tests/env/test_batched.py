@@ -116,7 +116,7 @@ def test_the_contract_size_and_many_worlds_match_too():
 def test_bounded_integers_from_raw_bits_are_numpys():
     """The SBM's endpoint draws, reproduced from ``random_raw``, are numpy's own
     ``integers`` (uint32 buffering across calls included)."""
-    from recourse_sim.env.batched import _lemire_rejects, _uint32_words
+    from recourse_sim.env.batched import _lemire_rejects, _lemire_threshold, _uint32_words
 
     for seed in range(20):
         ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
@@ -126,7 +126,8 @@ def test_bounded_integers_from_raw_bits_are_numpys():
             # integers(1, size=k) draws nothing
             words, pending = _uint32_words(ours, size if high > 1 else 0, pending)
             product = words.astype(np.uint64) * np.uint64(high)
-            assert not _lemire_rejects(product, np.uint64(high)).any()
+            threshold = _lemire_threshold(np.array([high], np.uint64))
+            assert not _lemire_rejects(product, threshold).any()
             got = (product >> np.uint64(32)).astype(np.int64) if high > 1 else np.zeros(size)
             np.testing.assert_array_equal(got, theirs.integers(high, size=size))
         assert ours.random() == theirs.random()
@@ -137,7 +138,7 @@ def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
     it was builds its graph again with numpy's own calls, and the rollout stays exact."""
     import recourse_sim.env.batched as batched
 
-    def reject_first(product, high):
+    def reject_first(product, threshold):
         out = np.zeros(len(product), bool)
         out[0] = True
         return out
