@@ -282,3 +282,27 @@ def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env():
     _, batched = train_ppo("school_assignment_controlled", 3, config, batched=True, **kwargs)
     assert len(plain) > 0
     np.testing.assert_allclose(batched.to_numpy(), plain.to_numpy(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"decision__rule": "threshold", "decision__threshold": 0.6},
+        {"populations__students__move": 0.5},
+        {"populations__students__tolerance": {"kind": "uniform", "low": 0.0, "high": 1.0}},
+        {"populations__h1_students__graph__kind": "complete"},
+        {
+            "populations__h1_students__graph__seed_groups": ["N2"],
+            "populations__students__groups": ["N2"],
+        },
+    ],
+    ids=["threshold", "move", "tolerance", "complete-graph", "seed-groups"],
+)
+def test_native_variants_match_the_single_env(overrides):
+    kwargs = {"world__cohort_size": 60, "rounds": 8, **overrides}
+    venv = _make_vec(3, **kwargs)
+    assert isinstance(venv, BatchedRecourseEnv)
+    actions = _actions(venv.action_space, 8, seed=7)
+    batched = _batched_rollout(venv, 50, actions)
+    for i in range(3):
+        _assert_same(batched[i], _single_rollout(SCHOOL, 50 + i, actions[:, i], **kwargs), i)
