@@ -21,13 +21,15 @@ endpoint draws (``integers``, about 14 µs a call whatever its size) come from
 ``random_raw`` with numpy's bounded-integer method (Lemire's, with its uint32
 buffering), and a collective's doubles of a round (organisers, cascade waves,
 participation) from one ``random`` call of an upper bound, the unused rest handed back
-with ``advance``. Sums run in a different order than in the single environment, so
-floating-point results agree to rounding (observations to float32 rounding, rewards
-within 1e-12), not bit for bit; see ``tests/env/test_batched.py``.
+with ``advance``. Per number the batched arithmetic is the single environment's; a few
+sums run in another order and the refit takes another path to the same unique optimum,
+so results agree to rounding: measured, observations bit for bit and rewards within
+about 1e-16 (``tests/env/test_batched.py`` holds observations to float32 rounding and
+rewards within 1e-12).
 
 Native scope (else the synchronous fallback): the school world with a fresh cohort
 every round; binary logistic regression refit on the last round (``update_rule:
-window``, ``window: 1``, no standardisation, recourse loss or defense); the
+window``, ``window: 1``; standardised or not; no recourse loss or defense); the
 ``capacity`` or ``threshold`` decision rule; labels not selective; populations
 ``truthful``, ``individual`` with ``objective: min_cost`` (exact for the linear model:
 `recourse_sim.recourse.individual.linear_min_cost`; same-round, without
@@ -107,7 +109,7 @@ def native_reason(env: RecourseEnv) -> str | None:
 def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorEnv:
     """The ``vector_entry_point`` of the registered IDs: a `BatchedRecourseEnv` of
     `num_envs` worlds, or, for a scenario it does not simulate natively, a
-    synchronous vector env of `RecourseEnv` (warning once with the reason)."""
+    synchronous vector env of `RecourseEnv` (with a one-line warning of the reason)."""
     kwargs.pop("max_episode_steps", None)  # episodes end by the scenario's rounds
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
