@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # networkx is imported where a graph is converted (it takes 0
 
 __all__ = [
     "SocialGraph",
+    "block_pairs",
+    "cascade",
     "independent_cascade",
     "reach",
     "recruit",
@@ -49,6 +51,8 @@ class SocialGraph:
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         keep = a != b
         a, b = a[keep], b[keep]
+        if n * n < 2**31:  # keys in int32: numpy sorts them twice as fast
+            a, b = a.astype(np.int32), b.astype(np.int32)
         # both directions of every edge as one sorted key row * n + col: one sort orders
         # the CSR by row then neighbour, and equal neighbours (duplicates) end up adjacent
         key = np.sort(np.concatenate([a * n + b, b * n + a]))
@@ -58,7 +62,7 @@ class SocialGraph:
         rows = key // n
         cols = key - rows * n  # key % n without a second integer division (slow in numpy)
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
-        return cls(n=n, indptr=indptr, indices=cols)
+        return cls(n=n, indptr=indptr, indices=cols.astype(np.int64))
 
     @classmethod
     def from_networkx(cls, graph: nx.Graph) -> SocialGraph:
@@ -98,12 +102,28 @@ def stochastic_block_model(
     n = len(block)
     labels = np.unique(block)
     members = [np.flatnonzero(block == b) for b in labels]
-    sizes = [float(len(m)) for m in members]  # Python floats: cheaper scalar arithmetic
-    h = homophily if len(labels) > 1 else 1.0
     a_parts, b_parts = [], []
-    for i, mi in enumerate(members):
-        for j in range(i, len(members)):
-            mj = members[j]
+    for i, j, pairs, p in block_pairs([len(m) for m in members], mean_degree, homophily):
+        m = rng.binomial(pairs, p)
+        a_parts.append(members[i][rng.integers(len(members[i]), size=m)])
+        b_parts.append(members[j][rng.integers(len(members[j]), size=m)])
+    if not a_parts:
+        return SocialGraph.from_edges(n, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return SocialGraph.from_edges(n, np.concatenate(a_parts), np.concatenate(b_parts))
+
+
+def block_pairs(
+    block_sizes: list[int], mean_degree: float, homophily: float
+) -> list[tuple[int, int, int, float]]:
+    """The block pairs of `stochastic_block_model` that can have edges, in the order
+    their edges are drawn: (block i, block j ≥ i, node pairs, edge probability), the
+    probability capped at 1. With one block, every contact is within it (h = 1)."""
+    sizes = [float(s) for s in block_sizes]  # Python floats: cheaper scalar arithmetic
+    n = sum(sizes)
+    h = homophily if len(sizes) > 1 else 1.0
+    out = []
+    for i in range(len(sizes)):
+        for j in range(i, len(sizes)):
             if i == j:
                 pairs = sizes[i] * (sizes[i] - 1) / 2
                 p = h * mean_degree / max(sizes[i] - 1, 1)
@@ -112,12 +132,8 @@ def stochastic_block_model(
                 p = (1 - h) * mean_degree * 0.5 * (1 / (n - sizes[i]) + 1 / (n - sizes[j]))
             if pairs <= 0 or p <= 0:
                 continue
-            m = rng.binomial(int(pairs), min(p, 1.0))
-            a_parts.append(mi[rng.integers(len(mi), size=m)])
-            b_parts.append(mj[rng.integers(len(mj), size=m)])
-    if not a_parts:
-        return SocialGraph.from_edges(n, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return SocialGraph.from_edges(n, np.concatenate(a_parts), np.concatenate(b_parts))
+            out.append((i, j, int(pairs), min(p, 1.0)))
+    return out
 
 
 def independent_cascade(
@@ -125,6 +141,14 @@ def independent_cascade(
 ) -> np.ndarray:
     """Nodes reached from the `seeds` mask when each newly reached node passes the plan to
     each neighbour once with probability `spread` (one vectorised wave per hop)."""
+    return cascade(graph, seeds, spread, lambda frontier, total: rng.random(total))
+
+
+def cascade(graph: SocialGraph, seeds: np.ndarray, spread: float, uniforms) -> np.ndarray:
+    """`independent_cascade` with each wave's uniforms from `uniforms(frontier, total)`:
+    one per edge out of the wave's frontier nodes (increasing), neighbours in CSR order.
+    A batched environment runs its worlds' graphs as one disjoint union and gives each
+    world's block of edges its own stream's numbers."""
     active = np.asarray(seeds, bool).copy()
     frontier = np.flatnonzero(active)
     degree = graph.degree()
@@ -136,7 +160,7 @@ def independent_cascade(
             break
         # positions of every frontier node's neighbour list, concatenated
         offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        told = graph.indices[offsets[rng.random(total) < spread]]
+        told = graph.indices[offsets[uniforms(frontier, total) < spread]]
         # the newly reached in increasing order, by a mask over the nodes (cheaper than
         # sorting out the duplicates)
         reached = np.zeros(graph.n, bool)

@@ -461,13 +461,19 @@ class Controlled(Strategy):
         delta = np.zeros_like(X)
         if action is None or not participants.any():
             return delta
-        idx = self.actionable_index
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         rows = np.flatnonzero(participants)
-        direction = np.zeros((len(rows), X.shape[1]))
-        direction[:, idx] = self.budget_scale * a[y[rows]][:, : len(idx)]
-        delta[rows] = self.action_set.project(X[rows], direction)
+        delta[rows] = self.perturb(X[rows], a[y[rows]])
         return delta
+
+    def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
+        """The perturbations (r, d) of r participants with training rows `X` (r, d) who
+        follow `action_rows` (r, m), the row of the (clipped) action of each one's label
+        (a batched environment passes rows of several worlds' actions at once)."""
+        idx = self.actionable_index
+        direction = np.zeros((len(X), X.shape[1]))
+        direction[:, idx] = self.budget_scale * action_rows[:, : len(idx)]
+        return self.action_set.project(X, direction)
 
 
 REGISTRY: dict[str, type[Strategy]] = {

@@ -157,6 +157,7 @@ def train_ppo(
     seed: int,
     config: PPOConfig | None = None,
     tensorboard: str | None = None,
+    batched: bool = False,
     **overrides: Any,
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     """Train PPO on `scenario` (with `overrides`) from `seed`.
@@ -166,6 +167,10 @@ def train_ppo(
     ``query_success`` (means per round).
     With `tensorboard` (a folder; needs the ``tensorboard`` package, in the ``rl`` extra)
     SB3 logs the run there as ``{scenario}_seed{seed}``.
+    `batched`: step the ``n_envs`` environments as one native batched env
+    (`recourse_sim.agents.sb3.BatchedVecEnv`; a scenario it does not batch is refused)
+    instead of SB3's ``DummyVecEnv``; each world plays the rollout its seed gives the
+    plain env, so training is the same, only faster.
     """
     import pandas as pd
     import torch
@@ -173,12 +178,15 @@ def train_ppo(
     from stable_baselines3.common.env_util import make_vec_env
 
     config = config or PPOConfig()
-    venv = make_vec_env(
-        make_env(scenario, **overrides),
-        n_envs=config.n_envs,
-        seed=seed,
-        wrapper_class=FeasibleActions,
-    )
+    if batched:
+        venv = _batched_venv(scenario, config.n_envs, seed, overrides)
+    else:
+        venv = make_vec_env(
+            make_env(scenario, **overrides),
+            n_envs=config.n_envs,
+            seed=seed,
+            wrapper_class=FeasibleActions,
+        )
     rounds = venv.get_attr("scenario")[0].rounds
     model = PPO(
         "MlpPolicy",
@@ -210,3 +218,20 @@ def train_ppo(
     venv.close()
     columns = ["timestep", "episode", "reward", "query_success"]
     return TrainedPolicy(model, low, high), pd.DataFrame(curve.rows, columns=columns)
+
+
+def _batched_venv(scenario: str, n_envs: int, seed: int, overrides: dict[str, Any]):
+    """`BatchedVecEnv` of `n_envs` worlds acting through `feasible_range`, seeded as SB3's
+    ``make_vec_env`` seeds its envs (world i: ``seed + i``)."""
+    from recourse_sim.agents.sb3 import BatchedVecEnv
+    from recourse_sim.env.batched import BatchedRecourseEnv
+
+    worlds = BatchedRecourseEnv(n_envs, scenario, **overrides)
+    low, high = feasible_range(worlds.envs[0])
+    venv = BatchedVecEnv(
+        worlds,
+        action_map=lambda actions: _to_range(actions, low, high),
+        attributes={"low": low, "high": high},
+    )
+    venv.seed(seed)
+    return venv

@@ -49,6 +49,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "oar_pgd_step_s_30k": ("<=", 0.1),
     "hypergrad_rel_err": ("<=", 1e-4),
     "env_steps_per_s": (">=", 500.0),
+    "batched_env_steps_per_s": (">=", 20_000.0),
+    "batched_vs_single_speedup": (">=", 30.0),
     "genre_recourses_per_s": (">=", 2000.0),
     "individual_speedup_vs_dice": (">=", 300.0),
     "individual_speedup_vs_dice_per_row": (">=", 50.0),
@@ -63,6 +65,8 @@ KEYS = (
     "oar_pgd_step_s_30k",
     "hypergrad_rel_err",
     "env_steps_per_s",
+    "batched_env_steps_per_s",
+    "batched_vs_single_speedup",
     "genre_recourses_per_s",
     "individual_speedup_vs_dice",
     "individual_speedup_vs_dice_per_row",
@@ -301,6 +305,69 @@ def bench_env(n: int = 200, steps: int = 200, n_envs: int = 8, seed: int = 0) ->
         "vec_env_steps_per_s_oar_scenario": oar_vec,
         "vec_env_n": n_envs,
         "env_n": n,
+    }
+
+
+def bench_batched(
+    n_envs: int = 64, n: int = 200, pairs: int = 7, batched_steps: int = 5, seed: int = 0
+) -> dict[str, Any]:
+    """Env steps per second of the native batched vector env (``gym.make_vec(...,
+    vectorization_mode="vector_entry_point")``, `n_envs` worlds of cohort size n,
+    SchoolAssignment-v1, counting every world's step) and its speed-up over one
+    `RecourseEnv` with the same settings, measured in this run: `pairs` interleaved
+    blocks (`batched_steps` batched steps, then single steps for about as long), each
+    rate the median over its blocks. Both run without episode ends (rounds = 10,000,
+    as `bench_env`); the batched rate with the scenario's 20-round episodes, whose
+    autoresets refit every world's first model, is reported too."""
+    import gymnasium as gym
+
+    import recourse_sim  # noqa: F401 - registers the IDs
+
+    env_id = "recourse_sim/SchoolAssignment-v1"
+    settings = {"world__cohort_size": n, "rounds": 10_000}
+    venv = gym.make_vec(
+        env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", **settings
+    )
+    env = gym.make(env_id, **settings).unwrapped
+    venv.reset(seed=seed)
+    env.reset(seed=seed)
+    actions = np.zeros(venv.action_space.shape, np.float32)
+    action = actions[0]
+    for _ in range(2):  # warm-up
+        venv.step(actions)
+        env.step(action)
+    single_steps = max(batched_steps * n_envs // 30, 2)
+    batched_rates, single_rates = [], []
+    for _ in range(pairs):
+        t0 = time.perf_counter()
+        for _ in range(batched_steps):
+            venv.step(actions)
+        batched_rates.append(batched_steps * n_envs / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        for _ in range(single_steps):
+            env.step(action)
+        single_rates.append(single_steps / (time.perf_counter() - t0))
+    batched, single = statistics.median(batched_rates), statistics.median(single_rates)
+    venv.close()
+
+    episodes = gym.make_vec(
+        env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", world__cohort_size=n
+    )
+    episodes.reset(seed=seed)
+    steps = max(episodes.unwrapped._rounds, 2)  # one episode and the resets after it
+    t0 = time.perf_counter()
+    for _ in range(steps + 1):
+        episodes.step(actions)
+    with_resets = (steps + 1) * n_envs / (time.perf_counter() - t0)
+    episodes.close()
+    return {
+        "batched_env_steps_per_s": batched,
+        "batched_vs_single_speedup": batched / single,
+        "batched_single_env_steps_per_s": single,
+        "batched_env_steps_per_s_with_resets": with_resets,
+        "batched_n_envs": n_envs,
+        "batched_env_n": n,
+        "batched_env_class": type(venv.unwrapped).__name__,
     }
 
 
@@ -728,6 +795,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
             "scaling": lambda: bench_scaling(sizes=(100, 200), repeats=1),
             "oar": lambda: _in_child("--child-oar", "300", "5", "--repeats", "1"),
             "env": lambda: bench_env(n=50, steps=4, n_envs=2),
+            "batched": lambda: bench_batched(n_envs=2, n=50, pairs=1, batched_steps=2),
             "genre": lambda: bench_genre(n_fit=1_000, n_query=20, repeats=1),
             "dice": lambda: bench_dice(n_rows=3, repeats=1),
             "startup": lambda: bench_startup(repeats=1, overrides={"world.oracle.trees": 3}),
@@ -737,6 +805,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
         "scaling": lambda: bench_scaling(repeats=1 if quick else 3),
         "oar": lambda: _in_child("--child-oar", "30000", "100", "--repeats", "2" if quick else "5"),
         "env": lambda: bench_env(steps=60 if quick else 400),
+        "batched": lambda: bench_batched(pairs=3 if quick else 7),
         "genre": lambda: bench_genre(n_fit=1_000 if quick else 4_000, repeats=2 if quick else 5),
         "dice": lambda: bench_dice(n_rows=20 if quick else 200, repeats=3 if quick else 5),
         "startup": lambda: bench_startup(repeats=3 if quick else 5),

@@ -16,6 +16,9 @@ environment module (and torch) loads on the first ``gym.make``.
 from __future__ import annotations
 
 ENTRY_POINT = "recourse_sim.env.recourse_env:RecourseEnv"
+VECTOR_ENTRY_POINT = "recourse_sim.env.batched:make_vector_env"
+"""``gym.make_vec(id, num_envs=B, vectorization_mode="vector_entry_point")``: a native
+batched env where the scenario allows, else a synchronous loop (it warns why)."""
 
 ENV_IDS: dict[str, dict] = {
     "recourse_sim/SchoolAssignment-v1": {"scenario": "school_assignment_controlled"},
@@ -33,7 +36,12 @@ def register_envs() -> None:
 
     for env_id, kwargs in ENV_IDS.items():
         if env_id not in registry:
-            register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
+            register(
+                id=env_id,
+                entry_point=ENTRY_POINT,
+                vector_entry_point=VECTOR_ENTRY_POINT,
+                kwargs=dict(kwargs),
+            )
 
 
-__all__ = ["ENTRY_POINT", "ENV_IDS", "register_envs"]
+__all__ = ["ENTRY_POINT", "ENV_IDS", "VECTOR_ENTRY_POINT", "register_envs"]

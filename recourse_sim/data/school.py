@@ -236,48 +236,138 @@ def draw_school(
 ) -> SchoolDraw:
     """`school_world`'s cohort as plain arrays, without its argument checks (for callers
     whose parameters are already validated, such as a scenario's world drawing a cohort
-    every round). The same random numbers in the same order, so the same cohort."""
-    neighbourhood = (rng.random(n) < frac_n2).astype(np.int64)
-    # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
-    ability = rng.standard_normal(n) + ability_gap * (0.5 - neighbourhood)
-    causal = _MEAN + np.outer(ability, _LOADING) + rng.standard_normal((n, 3)) * _NOISE
-    causal[:, 0] = np.clip(causal[:, 0], 0.0, 4.0)  # GPA scale
-    causal[:, 2] = np.clip(causal[:, 2], 0.0, None)  # hours cannot be negative
+    every round). The same random numbers in the same order, so the same cohort:
+    `school_numbers`, then `school_from_numbers`."""
+    numbers = school_numbers(
+        n,
+        [rng],
+        frac_n2=frac_n2,
+        extracurricular_rate_n1=extracurricular_rate_n1,
+        extracurricular_rate_n2=extracurricular_rate_n2,
+    )
+    draw = school_from_numbers(
+        numbers,
+        ability_gap=ability_gap,
+        h1_capacity=h1_capacity,
+        proxy_weight=proxy_weight,
+        admission_noise=admission_noise,
+        query_quantile=query_quantile,
+        outcome_threshold=outcome_threshold,
+        outcome_sharpness=outcome_sharpness,
+    )
+    return SchoolDraw(*(a[0] for a in draw))
+
+
+class SchoolNumbers(NamedTuple):
+    """The random numbers of one cohort of n students, in the order they are drawn
+    (arrays of shape (n,) and (n, 3); or, stacked, (B, n) and (B, n, 3) for B cohorts)."""
+
+    neighbourhood: np.ndarray  # int64: 0 = N1, 1 = N2 (a uniform below frac_n2)
+    ability_noise: np.ndarray  # standard normals
+    feature_noise: np.ndarray  # (..., 3) standard normals of the causal features
+    extracurriculars: np.ndarray  # float64 Poisson counts (rate by neighbourhood)
+    outcome_uniform: np.ndarray  # uniforms of the true outcome
+    admission_noise: np.ndarray  # standard normals of the historical admission
+
+
+def school_numbers(
+    n: int,
+    rngs: list[np.random.Generator],
+    *,
+    frac_n2: float,
+    extracurricular_rate_n1: float,
+    extracurricular_rate_n2: float,
+) -> SchoolNumbers:
+    """The random numbers of one cohort of `n` from each generator of `rngs` (a stack of
+    B cohorts: a batched environment's worlds, each from its own stream, or one). Each
+    generator draws, in this order: ``random(n)`` (neighbourhoods), ``standard_normal(4 n)``
+    (the ability's n, then the causal features' (n, 3), as two calls would give them),
+    ``poisson(rates)`` (rates by neighbourhood), ``random(n)``, ``standard_normal(n)``.
+    Generators are independent, so the draws go generator by generator in two passes
+    (the rates of all cohorts are computed at once in between)."""
+    B = len(rngs)
+    uniforms, normals = np.empty((B, n)), np.empty((B, 4 * n))
+    for rng, u, z in zip(rngs, uniforms, normals, strict=True):
+        rng.random(out=u)
+        rng.standard_normal(out=z)
+    neighbourhood = (uniforms < frac_n2).astype(np.int64)
     rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
-    extracurriculars = rng.poisson(rates).astype(np.float64)
-    X = np.empty((n, 4))
-    X[:, :3] = causal
-    X[:, 3] = extracurriculars
+    extracurriculars, outcome, admission = np.empty((B, n)), np.empty((B, n)), np.empty((B, n))
+    for b, rng in enumerate(rngs):
+        extracurriculars[b] = rng.poisson(rates[b])
+        rng.random(out=outcome[b])
+        rng.standard_normal(out=admission[b])
+    return SchoolNumbers(
+        neighbourhood,
+        normals[:, :n],
+        normals[:, n:].reshape(B, n, 3),
+        extracurriculars,
+        outcome,
+        admission,
+    )
+
+
+def school_from_numbers(
+    numbers: SchoolNumbers,
+    *,
+    ability_gap: float,
+    h1_capacity: float,
+    proxy_weight: float,
+    admission_noise: float,
+    query_quantile: float,
+    outcome_threshold: float,
+    outcome_sharpness: float,
+) -> SchoolDraw:
+    """The cohort (or, along the last axis, each of a stack of cohorts) that the random
+    `numbers` make."""
+    neighbourhood = numbers.neighbourhood
+    # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
+    ability = numbers.ability_noise + ability_gap * (0.5 - neighbourhood)
+    # feature by feature: numpy is slow on a last axis of 3 broadcast against a stack
+    X = np.empty((*ability.shape, 4))
+    noise = numbers.feature_noise
+    for j in range(3):
+        X[..., j] = _MEAN[j] + ability * _LOADING[j] + noise[..., j] * _NOISE[j]
+    X[..., 0] = np.clip(X[..., 0], 0.0, 4.0)  # GPA scale
+    X[..., 2] = np.clip(X[..., 2], 0.0, None)  # hours cannot be negative
+    extracurriculars = numbers.extracurriculars
+    X[..., 3] = extracurriculars
 
     # merit once, for the true outcome (`true_outcome`'s draw), the admission and S
-    merit = ((causal - _MEAN) / _SCALE) @ _MERIT_WEIGHTS
+    standardised = np.empty((*ability.shape, 3))
+    for j in range(3):
+        standardised[..., j] = (X[..., j] - _MEAN[j]) / _SCALE[j]
+    merit = standardised @ _MERIT_WEIGHTS
     p = _success_probability(merit, outcome_threshold, outcome_sharpness)
-    y_true = (rng.random(n) < p).astype(np.int64)
+    y_true = (numbers.outcome_uniform < p).astype(np.int64)
 
     # Historical admission: a fixed number of H1 places, ranked by a score that
     # wrongly rewards the proxy; standardised within the cohort so proxy_weight
     # is comparable to merit whatever the activity rates.
-    extra_sd = extracurriculars.std()
-    extra_z = (extracurriculars - extracurriculars.mean()) / (extra_sd if extra_sd > 0 else 1.0)
-    hist_score = merit + proxy_weight * extra_z + admission_noise * rng.standard_normal(n)
-    y_hist = (hist_score > _quantile(hist_score, 1.0 - h1_capacity)).astype(np.int64)
+    extra_sd = extracurriculars.std(axis=-1, keepdims=True)
+    extra_mean = extracurriculars.mean(axis=-1, keepdims=True)
+    extra_z = (extracurriculars - extra_mean) / np.where(extra_sd > 0, extra_sd, 1.0)
+    hist_score = merit + proxy_weight * extra_z + admission_noise * numbers.admission_noise
+    cut = _quantile(hist_score, 1.0 - h1_capacity)
+    y_hist = (hist_score > cut[..., None]).astype(np.int64)
 
-    query = (neighbourhood == 1) & (merit > _quantile(merit, query_quantile))
+    query = (neighbourhood == 1) & (merit > _quantile(merit, query_quantile)[..., None])
     return SchoolDraw(X, neighbourhood, ability, p, y_true, y_hist, query)
 
 
-def _quantile(a: np.ndarray, q: float) -> float:
-    """``np.quantile(a, q)`` (its default, linear method) of a 1-d float array without
-    NaN, bit for bit: the two neighbouring order statistics from one partition and
-    numpy's interpolation formula, without the general machinery that costs more than
-    the partition itself on a cohort of a few hundred."""
-    n = len(a)
+def _quantile(a: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(a, q, axis=-1)`` (its default, linear method) of a float array
+    without NaN, bit for bit: the two neighbouring order statistics from one partition
+    and numpy's interpolation formula, without the general machinery that costs more
+    than the partition itself on a cohort of a few hundred."""
+    n = a.shape[-1]
     index = (n - 1) * q
     if index >= n - 1:
-        return a.max()
+        return a.max(axis=-1)
     below = math.floor(index)
-    part = np.partition(a, below)
-    lo, hi = part[below], part[below + 1 :].min()  # the order statistics below and above
+    part = np.partition(a, below, axis=-1)
+    # the order statistics below and above
+    lo, hi = part[..., below], part[..., below + 1 :].min(axis=-1)
     gamma = index - below
     diff = hi - lo
     # numpy's _lerp: from the nearer end, so that gamma = 1 gives exactly hi

@@ -660,17 +660,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             # found by a partition (linear time) instead of the sort. Scores within
             # TIE_RESOLUTION are ties: people who moved to the same cut-off land there up
             # to rounding, and rounding should not decide who gets a place
-            places = round(rule.capacity * len(p)) if rule.places is None else rule.places
-            places = min(places, len(p))
-            if places <= 0:
-                return np.zeros(len(p), bool)
-            key = _tie_key(p)
-            cut = np.partition(key, len(key) - places)[len(key) - places]
-            out = key > cut
-            ties = np.flatnonzero(key == cut)
-            out[ties[: places - np.count_nonzero(out)]] = True
-            return out
+            return capacity_decisions(p, self.places(len(p)))
         return p >= self._thresholds(group)
+
+    def places(self, n: int) -> int:
+        """Places the capacity rule gives among `n` applicants (``places``, or the share
+        ``capacity`` of them, rounded), at most n."""
+        rule = self.scenario.decision
+        places = round(rule.capacity * n) if rule.places is None else rule.places
+        return min(places, n)
 
     def _thresholds(self, group: np.ndarray) -> np.ndarray:
         """Per person, the P(favourable) a threshold rule needs (``threshold`` with its
@@ -1179,6 +1177,24 @@ def checked_action(action, shape: tuple[int, ...]) -> np.ndarray:
 def _tie_key(p: np.ndarray) -> np.ndarray:
     """Scores on the capacity rule's grid: equal keys are ties (`TIE_RESOLUTION`)."""
     return np.floor(p * (1.0 / TIE_RESOLUTION))
+
+
+def capacity_decisions(p: np.ndarray, places: int) -> np.ndarray:
+    """The capacity rule along the last axis of P(favourable) scores `p` (one row of
+    applicants, or a stack of worlds' rows): the `places` highest scores get a place,
+    ties (`TIE_RESOLUTION`) in row order. The cut-off key is found by a partition
+    (linear time) instead of a sort; the tied rows that fill the remaining places are
+    the first ones of a running count."""
+    if places <= 0:
+        return np.zeros(p.shape, bool)
+    key = _tie_key(p)
+    n = key.shape[-1]
+    cut = np.partition(key, n - places, axis=-1)[..., n - places, None]
+    out = key > cut
+    ties = key == cut
+    free = places - np.count_nonzero(out, axis=-1)[..., None]
+    out |= ties & (np.cumsum(ties, axis=-1) <= free)
+    return out
 
 
 @dataclass

@@ -252,19 +252,8 @@ def _min_cost_delta(
     binary linear model, else the first point of the method's path that gets it."""
     value = learner.goal_margin(state, X, goal)
     if value is not None:
-        # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
-        # classes ahead by `margin` is q = (1 + margin) / 2
-        q = np.full(len(X), (1.0 + margin) / 2) if need is None else need
-        with np.errstate(divide="ignore", over="ignore"):
-            required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
-        gap = required - value
-        # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
-        gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
         coef = learner.goal_margin_coef(state, goal)
-        with np.errstate(invalid="ignore"):
-            delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
-        ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
-        return np.where(ok[:, None], delta, 0.0)
+        return linear_min_cost(value, coef, X, action_set, need, margin)
 
     def decided(Xd: np.ndarray) -> np.ndarray:
         return _decided(learner, state, Xd, goal, need, margin)
@@ -279,6 +268,33 @@ def _min_cost_delta(
     share = least_share(decided, X + start, step)
     there = crossed | decided(X)
     return np.where(there[:, None], start + share[:, None] * step, 0.0)
+
+
+def linear_min_cost(
+    value: np.ndarray,
+    coef: np.ndarray,
+    X: np.ndarray,
+    action_set: ActionSet,
+    need: np.ndarray | None,
+    margin: float = 0.0,
+) -> np.ndarray:
+    """The cheapest δ (n, d) with which each row's goal decision holds under a binary
+    linear model, 0 where none costs ε or less: `value` (n,) is each row's goal margin
+    (the goal's log-odds) at x, `coef` (n, d) its gradient in x, `need` (n,) the P(goal)
+    each decision needs (None: the argmax, ahead by `margin`). Row by row, so rows of
+    different models (a batched environment's worlds) go through it together."""
+    # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
+    # classes ahead by `margin` is q = (1 + margin) / 2
+    q = np.full(len(X), (1.0 + margin) / 2) if need is None else need
+    with np.errstate(divide="ignore", over="ignore"):
+        required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
+    gap = required - value
+    # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
+    gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
+    with np.errstate(invalid="ignore"):
+        delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
+    ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
+    return np.where(ok[:, None], delta, 0.0)
 
 
 def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):

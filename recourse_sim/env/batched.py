@@ -1,0 +1,809 @@
+"""A native batched vector environment: B independent worlds of one scenario, one round
+of all of them per ``step``, as one pass of stacked numpy arrays.
+
+``gym.make_vec(id, num_envs=B, vectorization_mode="vector_entry_point")`` returns a
+`BatchedRecourseEnv` where the scenario is one it simulates natively (`native_reason`
+says why not), else a `gymnasium.vector.SyncVectorEnv` over `RecourseEnv` with a
+one-line warning saying why. `make_vector_env` is that entry point.
+
+Equality with the single environment. Sub-environment i, reset with seed s_i, plays
+exactly the rollout of ``RecourseEnv`` reset with s_i: each world resets through its own
+`RecourseEnv` (the same code: named streams, history, first model, first cohort) and
+every later draw comes from that world's own streams, in the same order and sizes as
+the single environment's, so the same people, decisions, recourse, collectives and
+refits follow. What is batched is everything between the draws: decisions (the
+capacity rule on the last axis), individual min-cost recourse (row by row, every
+world's seekers at once), outcomes, the controlled collective's perturbations, the
+social graphs (one disjoint union: one edge sort, one cascade), the Newton refits (one
+batched solve per iteration) and the observations. Where numpy's generator calls are
+slow for their size, their numbers are reproduced from the same bits: the SBM's
+endpoint draws (``integers``, about 14 µs a call whatever its size) come from
+``random_raw`` with numpy's bounded-integer method (Lemire's, with its uint32
+buffering), and a collective's doubles of a round (organisers, cascade waves,
+participation) from one ``random`` call of an upper bound, the unused rest handed back
+with ``advance``. Per number the batched arithmetic is the single environment's; a few
+sums run in another order and the refit takes another path to the same unique optimum,
+so results agree to rounding: measured, observations bit for bit and rewards within
+about 1e-16 (``tests/env/test_batched.py`` holds observations to float32 rounding and
+rewards within 1e-12).
+
+Native scope (else the synchronous fallback): the school world with a fresh cohort
+every round; binary logistic regression refit on the last round (``update_rule:
+window``, ``window: 1``; standardised or not; no recourse loss or defense); the
+``capacity`` or ``threshold`` decision rule; labels not selective; populations
+``truthful``, ``individual`` with ``objective: min_cost`` (exact for the linear model:
+`recourse_sim.recourse.individual.linear_min_cost`; same-round, without
+``just_enough``) and ``controlled`` with a ``complete`` or ``sbm`` graph.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
+from recourse_sim.agents.strategies import IndividualResult, adapt
+from recourse_sim.data.school import school_from_numbers, school_numbers
+from recourse_sim.env.recourse_env import (
+    FEATURE_BOUND,
+    PARAM_BOUND,
+    RecourseEnv,
+    _tie_key,
+    capacity_decisions,
+    checked_action,
+)
+from recourse_sim.env.streams import WORLD, population_stream
+from recourse_sim.errors import ConfigError
+from recourse_sim.learners.logistic import _sigmoid, newton_refit_batch
+from recourse_sim.recourse.individual import linear_min_cost
+
+__all__ = ["BatchedRecourseEnv", "make_vector_env", "native_reason"]
+
+_UINT32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+
+
+def native_reason(env: RecourseEnv) -> str | None:
+    """Why `BatchedRecourseEnv` cannot simulate `env`'s scenario natively (None: it can)."""
+    sc = env.scenario
+    if sc.world.kind != "school" or env._pool_rules.persist:
+        return f"world {sc.world.kind!r} with people who stay (only a fresh school cohort is)"
+    spec = sc.learner
+    if spec.type != "logistic_regression" or env.n_classes != 2:
+        return f"learner {spec.type!r} with {env.n_classes} classes"
+    if spec.update_rule != "window" or spec.window != 1:
+        return f"update rule {spec.update_rule!r} (window {spec.window}), not a last-round refit"
+    learner = env.learner
+    if learner.recourse_loss_weight or not learner.fit_intercept:
+        return "logistic regression with a recourse loss or without an intercept"
+    if env._defense.active:
+        return "a learner defense"
+    if sc.decision.rule not in ("capacity", "threshold"):
+        return f"decision rule {sc.decision.rule!r}"
+    if sc.labels.selective:
+        return "selective labels"
+    if env.render_mode is not None:
+        return f"render_mode={env.render_mode!r}"
+    for s in env.strategies:
+        spec = s.spec
+        if s.name == "truthful":
+            continue
+        if s.name == "individual":
+            if spec.objective != "min_cost" or spec.reapply != "same_round" or spec.just_enough:
+                return f"population {s.population!r}: recourse other than same-round min_cost"
+            continue
+        if s.name == "controlled":
+            if spec.graph.kind not in ("complete", "sbm"):
+                return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
+            continue
+        return f"population {s.population!r} of strategy {s.name!r}"
+    return None
+
+
+def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorEnv:
+    """The ``vector_entry_point`` of the registered IDs: a `BatchedRecourseEnv` of
+    `num_envs` worlds, or, for a scenario it does not simulate natively, a
+    synchronous vector env of `RecourseEnv` (with a one-line warning of the reason)."""
+    kwargs.pop("max_episode_steps", None)  # episodes end by the scenario's rounds
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+    probe = RecourseEnv(**kwargs)
+    reason = native_reason(probe)
+    if reason is None:
+        return BatchedRecourseEnv(num_envs, _first=probe, **kwargs)
+    warnings.warn(
+        f"{probe.scenario.name}: no native batched env ({reason}); "
+        f"falling back to a synchronous loop over {num_envs} RecourseEnv",
+        stacklevel=2,
+    )
+    kwargs["scenario"] = probe.scenario
+    kwargs = {k: v for k, v in kwargs.items() if "__" not in k}  # already in the scenario
+    envs = [lambda: probe] + [lambda: RecourseEnv(**kwargs) for _ in range(num_envs - 1)]
+    return gym.vector.SyncVectorEnv(envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+
+
+class BatchedRecourseEnv(VectorEnv):
+    """B independent worlds of one scenario, stepped together (see the module docstring).
+
+    ## Spaces
+
+    ``single_action_space`` and ``single_observation_space`` are `RecourseEnv`'s;
+    ``action_space`` and ``observation_space`` stack B of them.
+
+    ## Autoreset
+
+    Gymnasium 1.x's default, ``metadata["autoreset_mode"] = NEXT_STEP``: the step after
+    a world's episode ends resets that world (its action is ignored; reward 0, neither
+    terminated nor truncated, the reset observation); its reset continues the world's
+    own ``np_random`` (seedless), as ``RecourseEnv.reset()`` does. ``SAME_STEP`` resets
+    it within the step that ended it (the last observation in ``info["final_obs"]``, what
+    SB3 expects); ``DISABLED`` leaves it to ``reset(options={"reset_mask": mask})``.
+
+    ## Info
+
+    Per world (arrays of B, each with its ``_name`` mask): ``round`` (rounds done) and
+    the reward's components ``query_success``, ``cost``. The single environment's
+    per-round metrics and ``people()`` are not computed (they need neither the
+    observation nor the reward); run `RecourseEnv` for them.
+
+    ## Arguments
+
+    ``num_envs`` (B), ``autoreset_mode`` and `RecourseEnv`'s ``scenario`` and
+    ``**overrides``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+        "render_modes": [],
+    }
+
+    def __init__(
+        self,
+        num_envs: int,
+        scenario: Any = None,
+        warn_passive: bool = False,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        _first: RecourseEnv | None = None,
+        **overrides: Any,
+    ):
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        first = _first or RecourseEnv(scenario, warn_passive=warn_passive, **overrides)
+        reason = native_reason(first)
+        if reason is not None:
+            raise ConfigError(
+                f"{first.scenario.name}: BatchedRecourseEnv cannot run it ({reason}); "
+                "use recourse_sim.env.batched.make_vector_env"
+            )
+        # each world resets through its own RecourseEnv: the single env's reset, exactly
+        self.envs = [first] + [RecourseEnv(first.scenario) for _ in range(num_envs - 1)]
+        self.num_envs = num_envs
+        self.single_action_space = first.action_space
+        self.single_observation_space = first.observation_space
+        self.action_space = batch_space(first.action_space, num_envs)
+        self.observation_space = batch_space(first.observation_space, num_envs)
+        self.render_mode = None
+        self.spec = None
+        self._first = first
+        sc = first.scenario
+        self._n = first.world.cohort_size
+        self._d = first.n_features
+        self._G = len(first.group_labels)
+        self._fav = first.favourable
+        self._decision = sc.decision
+        self._places = first.places(self._n) if sc.decision.rule == "capacity" else None
+        self._causal = first.causal
+        self._deciding = [s for s in first.strategies if s.stage == "decision"]
+        self._training = [s for s in first.strategies if s.stage == "training"]
+        self._school = first.world.spec.generator_kwargs()
+        self._record_hist = first.world.spec.training_label == "recorded"
+        learner = first.learner
+        self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
+        self._rounds = sc.rounds
+        self._ended = np.zeros(num_envs, bool)  # episode over, world not reset yet
+        # each SBM population's block pairs by block sizes (worlds and rounds share a few)
+        self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
+        self._state: dict[str, np.ndarray] = {}
+
+    @property
+    def autoreset_mode(self) -> AutoresetMode:
+        return self._autoreset_mode
+
+    @autoreset_mode.setter
+    def autoreset_mode(self, mode: AutoresetMode | str) -> None:
+        self._autoreset_mode = AutoresetMode(mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self._autoreset_mode}
+
+    # -- reset -----------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        B = self.num_envs
+        if seed is None or isinstance(seed, int | np.integer):
+            seeds = [None if seed is None else int(seed) + i for i in range(B)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != B:
+                raise ConfigError(f"reset got {len(seeds)} seeds for {B} environments")
+        options = dict(options or {})
+        mask = np.asarray(options.pop("reset_mask", np.ones(B, bool)), bool)
+        if mask.shape != (B,):
+            raise ConfigError(f"reset_mask has shape {mask.shape}, expected ({B},)")
+        if not self._state:
+            if not mask.all():
+                raise gym.error.ResetNeeded("the first reset() resets every world")
+            self._allocate()
+            self._obs = np.zeros(self.observation_space.shape, np.float32)
+        for i in np.flatnonzero(mask):
+            self._obs[i] = self._reset_world(int(i), seeds[i], options or None)
+        self._ended[mask] = False
+        rounds = self._state["round"].copy()
+        return self._obs.copy(), {"round": rounds, "_round": mask.copy()}
+
+    def _allocate(self) -> None:
+        B, n, d, G = self.num_envs, self._n, self._d, self._G
+        self._state = {
+            "X": np.zeros((B, n, d)),
+            "report": np.zeros((B, n, d)),
+            "group": np.zeros((B, n), np.int64),
+            "query": np.zeros((B, n), bool),
+            "u": np.zeros((B, n)),
+            "v": np.zeros((B, n)),
+            "y0": np.zeros((B, n), np.int64),
+            "record": np.zeros((B, n), np.int64),
+            "theta": np.zeros((B, d + 1)),
+            # the learner's fixed standardisation (0 and 1 without one: x − 0 and x / 1
+            # are x exactly)
+            "x_shift": np.zeros((B, d)),
+            "x_scale": np.ones((B, d)),
+            # the cohort's reports standardised, and the current model's P(favourable)
+            # and decisions of them (what the observation showed and the round decides)
+            "Xs": np.zeros((B, n, d)),
+            "p": np.zeros((B, n)),
+            "favourable": np.zeros((B, n), bool),
+            "feature_mean": np.zeros((B, d)),
+            "feature_scale": np.ones((B, d)),
+            "acceptance": np.zeros((B, G)),
+            "true_outcome": np.zeros((B, G)),
+            "query_acceptance": np.zeros(B),
+            "round": np.zeros(B, np.int64),
+        }
+        self._world_rngs: list[np.random.Generator] = [None] * B  # type: ignore[list-item]
+        self._pop_rngs: dict[str, list[np.random.Generator]] = {
+            s.population: [None] * B  # type: ignore[list-item]
+            for s in (*self._deciding, *self._training)
+        }
+        # per world and SBM stream: the upper uint32 of a uint64 that numpy's bounded
+        # integers have drawn but not used yet (None: none), as PCG64 buffers it
+        self._pending: dict[str, list[int | None]] = {p: [None] * B for p in self._pop_rngs}
+
+    def _reset_world(self, i: int, seed: int | None, options: dict | None) -> np.ndarray:
+        env = self.envs[i]
+        obs, _ = env.reset(seed=seed, options=options)
+        st, c = self._state, env._cohort
+        st["X"][i], st["report"][i], st["group"][i], st["query"][i] = (
+            c.X,
+            c.report,
+            c.group,
+            c.query,
+        )
+        st["u"][i], st["v"][i], st["y0"][i], st["record"][i] = c.u, c.v, c.y0, c.record
+        st["theta"][i] = env.learner.param_vector()
+        if "x_scale" in env.learner.state_:
+            st["x_shift"][i] = env.learner.state_["x_shift"].numpy()
+            st["x_scale"][i] = env.learner.state_["x_scale"].numpy()
+        st["feature_mean"][i], st["feature_scale"][i] = env._feature_mean, env._feature_scale
+        st["Xs"][i] = _standardised(
+            c.report[None], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
+        )
+        proba, favourable = env._honest_decisions(c)
+        st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
+        st["acceptance"][i] = 0.0
+        st["true_outcome"][i] = 0.0
+        st["query_acceptance"][i] = 0.0
+        st["round"][i] = 0
+        self._world_rngs[i] = env._streams[WORLD]
+        for p, rngs in self._pop_rngs.items():
+            rngs[i] = env._streams[population_stream(p)]
+            bits = rngs[i].bit_generator.state
+            self._pending[p][i] = bits["uinteger"] if bits["has_uint32"] else None
+        return obs
+
+    # -- step ------------------------------------------------------------------------------
+    def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        if not self._state:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        mode = self._autoreset_mode
+        if mode == AutoresetMode.DISABLED and self._ended.any():
+            raise gym.error.ResetNeeded(
+                f"worlds {np.flatnonzero(self._ended).tolist()} ended: reset them "
+                "(options={'reset_mask': mask}) before step()"
+            )
+        a = checked_action(actions, self.action_space.shape)
+        # worlds that start again this step play a round too (simpler than leaving them
+        # out); their reset below replaces it, streams included
+        obs, reward, query_success, cost = self._play_round(a)
+        B = self.num_envs
+        terminated = np.zeros(B, bool)  # a fresh cohort every round: the world never empties
+        truncated = self._state["round"] >= self._rounds
+        info: dict[str, Any] = {
+            "round": self._state["round"].copy(),
+            "query_success": query_success,
+            "cost": cost,
+        }
+        if mode == AutoresetMode.NEXT_STEP:  # worlds that ended last step start again now
+            for i in np.flatnonzero(self._ended).tolist():
+                obs[i] = self._reset_world(i, None, None)
+                reward[i], query_success[i], cost[i] = 0.0, 0.0, 0.0
+                truncated[i] = False
+                info["round"][i] = 0
+        ended = terminated | truncated
+        for key in list(info):
+            info["_" + key] = np.ones(B, bool)
+        if mode == AutoresetMode.SAME_STEP and ended.any():
+            final_obs = np.full(B, None, dtype=object)
+            for i in np.flatnonzero(ended).tolist():
+                final_obs[i] = obs[i].copy()
+                obs[i] = self._reset_world(i, None, None)
+            info["final_obs"], info["_final_obs"] = final_obs, ended.copy()
+            ended[:] = False
+        self._ended = ended
+        self._obs = obs
+        return obs.copy(), reward, terminated, truncated, info
+
+    def _play_round(self, actions: np.ndarray):
+        """Steps 2-6 of a round in every world (`RecourseEnv._play_round`, batched)."""
+        st = self._state
+        B, n, d = st["X"].shape
+        theta, report, group = st["theta"], st["report"], st["group"]
+
+        # 2. decision on the (honest) reports of the fresh cohort
+        scaling = st["x_shift"], st["x_scale"]
+        p_before, favourable_before = st["p"], st["favourable"]  # (the observation's)
+        cut = None
+        if self._places is not None:
+            cut = np.min(np.where(favourable_before, p_before, np.inf), axis=1)
+
+        # 3. individual recourse (same round), every world's seekers at once
+        X_rep, X_true = report.copy(), st["X"].copy()
+        tried, cost = np.zeros((B, n), bool), np.zeros((B, n))
+        for s in self._deciding:
+            self._individual(s, theta, X_rep, p_before, favourable_before, tried, cost, cut)
+        change = X_rep - report
+        X_true[..., self._causal] += change[..., self._causal]
+        changed = (change[..., self._causal] != 0).any(-1)
+        moved = tried.any(1)
+        p_final, favourable = p_before, favourable_before
+        if moved.any():  # decided again on the final reports, where anyone moved
+            world, row = np.nonzero((X_rep != report).any(-1))
+            p_final = p_before.copy()
+            Xs_moved = _standardised(X_rep[world, row], scaling[0][world], scaling[1][world])
+            logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
+            p_final[world, row] = _sigmoid(logits) if self._fav == 1 else 1.0 - _sigmoid(logits)
+            favourable = favourable_before.copy()
+            favourable[moved] = self._decide(p_final[moved], group[moved])
+
+        # 4. outcomes
+        flat = SimpleNamespace(y0=st["y0"].reshape(-1), u=st["u"].reshape(-1))
+        y = self._first.world.outcome(flat, X_true.reshape(-1, d), changed.reshape(-1))
+        y = y.reshape(B, n)
+        true_favourable = y == self._fav
+        query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
+
+        # 5. the controlled collectives perturb the training rows (every row: not selective)
+        X_train = X_rep.copy()
+        y_train = np.where(st["record"] >= 0, st["record"], y)
+        participants = np.zeros((B, n), bool)
+        cost_sum, cost_count = np.zeros(B), np.zeros(B)
+        for s in self._training:
+            eligible = self._select(s, group, y_train) & ~participants
+            if s.spec.decisions == "favourable":
+                eligible &= favourable
+            elif s.spec.decisions == "unfavourable":
+                eligible &= ~favourable
+            joined = self._recruit(s, eligible, group)
+            world, row = np.nonzero(joined)
+            if len(world):
+                clipped = np.clip(actions, -1.0, 1.0)
+                delta = s.perturb(X_train[world, row], clipped[world, y_train[world, row]])
+                X_train[world, row] += delta
+                cost_sum += np.bincount(world, s.action_set.cost(delta), minlength=B)
+                cost_count += np.bincount(world, minlength=B)
+            participants |= joined
+        collective_cost = np.divide(cost_sum, cost_count, out=np.zeros(B), where=cost_count > 0)
+
+        # 6. update: a refit on this round's rows, all worlds in one batched Newton solve
+        Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
+        for j in range(d):  # (feature-major: the standardised columns straight in)
+            np.subtract(X_train[..., j], scaling[0][:, j, None], out=Zt[:, j])
+            np.divide(Zt[:, j], scaling[1][:, j, None], out=Zt[:, j])
+        Zt[:, d] = 1.0
+        new_theta, one_class = newton_refit_batch(
+            theta, Zt, y_train, self._C, self._tol, self._max_iter
+        )
+        if one_class.any():
+            warnings.warn(
+                f"LogisticRegression: the refit rows of {int(one_class.sum())} world(s) hold "
+                "one class; their previous parameters are kept",
+                stacklevel=3,
+            )
+        st["theta"] = theta = new_theta
+
+        # the query group's success under the updated model (honest reports), the reward
+        p_after = _p_favourable(theta, st["Xs"], self._fav)
+        got = self._decide(p_after, group)
+        goal = self._first.scenario.query.goal
+        if goal != self._fav:
+            got = (p_after > 0.5) == (goal == 1)  # the argmax of two classes
+        n_query = query.sum(1)
+        query_success = _share((got & query).sum(1), n_query)
+        reward = query_success - self._first.scenario.reward.cost_weight * collective_cost
+
+        # what the observation remembers of the round
+        size = _group_counts(group, np.ones((B, n), bool), self._G)
+        st["acceptance"] = _share(_group_counts(group, favourable, self._G), size)
+        st["true_outcome"] = _share(_group_counts(group, true_favourable, self._G), size)
+        st["query_acceptance"] = _share((favourable & query).sum(1), n_query)
+        st["round"] = st["round"] + 1
+
+        self._next_cohort()
+        return self._observation(), reward, query_success, collective_cost
+
+    # -- pieces of a round -------------------------------------------------------------------
+    def _decide(self, p: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """Favourable decisions (B, n) from P(favourable) under the decision rule."""
+        if self._places is not None:
+            return capacity_decisions(p, self._places)
+        return p >= self._thresholds(group)
+
+    def _thresholds(self, group: np.ndarray) -> np.ndarray:
+        rule = self._decision
+        threshold = np.full(group.shape, rule.threshold)
+        for g, label in enumerate(self._first.group_labels):
+            if label in rule.group_thresholds:
+                threshold[group == g] = rule.group_thresholds[label]
+        return threshold
+
+    def _query_mask(self, spec, world_query, group, y0) -> np.ndarray:
+        flat = SimpleNamespace(
+            query=world_query.reshape(-1), group=group.reshape(-1), y0=y0.reshape(-1)
+        )
+        return self._first._query_mask(spec, flat).reshape(group.shape)
+
+    def _select(self, s, group: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        mask = s.select(group.reshape(-1), labels.reshape(-1), self._first.group_labels)
+        return mask.reshape(group.shape)
+
+    def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> None:
+        """One individual population's same-round recourse in every world (in place):
+        `Individual.act` (participation α from its stream, the exact min-cost δ), the
+        capacity rule's idle ties and `adapt`, as `RecourseEnv._individual_recourse`."""
+        B, n, d = X_rep.shape
+        st = self._state
+        acted = tried  # (one population acts per person: the earlier ones' movers are out)
+        seekers = ~favourable_before & ~acted & self._select(s, st["group"], st["y0"])
+        rngs = self._pop_rngs[s.population]
+        uniforms = np.stack([rngs[i].random(n) for i in range(B)])
+        trying = seekers & (uniforms < s.spec.participation)
+        world, row = np.nonzero(trying)
+        if not len(world):
+            return
+        X_rows = X_rep[world, row]
+        if s.action_set.epsilon > 0:
+            # the goal's log-odds and their gradient in x, per row (`goal_margin`)
+            sign = 1.0 if self._fav == 1 else -1.0
+            # (the seekers have not moved yet: their standardised reports are the cohort's)
+            Xs_rows = st["Xs"][world, row]
+            value = sign * (np.einsum("rd,rd->r", Xs_rows, theta[world, :d]) + theta[world, d])
+            coef = sign * theta[world, :d] / st["x_scale"][world]
+            if cut is not None:
+                target = cut[world]
+            else:
+                target = self._thresholds(st["group"])[world, row]
+            need = target + s.spec.margin
+            delta = linear_min_cost(value, coef, X_rows, s.action_set, need, s.spec.margin)
+            found_cost = np.asarray(s.action_set.cost(delta))
+        else:  # no budget: they try, and move nothing
+            delta, found_cost = np.zeros_like(X_rows), np.zeros(len(world))
+        found_tried = np.ones(len(world), bool)
+        if cut is not None:
+            # rejected at the cut-off by a tie: nothing to move, so nobody tries
+            idle = _tie_key(p[world, row]) >= _tie_key(cut[world])
+            if idle.any():
+                delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
+        res = adapt(s.spec, IndividualResult(delta, found_tried, found_cost), st["v"][world, row])
+        X_rep[world, row] += res.delta
+        tried[world, row] |= res.tried
+        cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
+
+    def _recruit(self, s, eligible: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """Who of each world's eligible takes part (`recruit`: its graph, then α), every
+        world's graph as one disjoint union."""
+        B, n = eligible.shape
+        spec = s.spec.graph
+        rngs = self._pop_rngs[s.population]
+        alpha = s.spec.participation
+        if spec.kind == "complete":
+            uniforms = np.stack([rngs[i].random(n) for i in range(B)])
+            return eligible & (uniforms < alpha)
+        return self._recruit_sbm(s, eligible, group)
+
+    def _recruit_sbm(self, s, eligible: np.ndarray, group: np.ndarray) -> np.ndarray:
+        """`_recruit` over stochastic block models (`reach`: the graph, organisers, the
+        cascade; then α), exactly as `RecourseEnv` draws them world by world."""
+        B, n = eligible.shape
+        spec, G = s.spec.graph, self._G
+        rngs, pending = self._pop_rngs[s.population], self._pending[s.population]
+        world_of, row_of = np.nonzero(eligible)  # the members: world by world, in row order
+        members = np.bincount(world_of, minlength=B)
+        node_start = np.concatenate([[0], np.cumsum(members)])
+        total_nodes = int(node_start[-1])
+        block = group[world_of, row_of]
+        block_size = np.bincount(world_of * G + block, minlength=B * G).reshape(B, G)
+        # each (world, block)'s members in node order: the SBM's `members[i]`
+        by_block = np.argsort(world_of * G + block, kind="stable")
+        block_start = np.concatenate([[0], np.cumsum(block_size.reshape(-1))])[:-1].reshape(B, G)
+        sizes_list, starts_list = block_size.tolist(), block_start.tolist()
+
+        # the graphs' draws, world by world: a binomial edge count per block pair, then
+        # its two ends' bounded integers, taken as uint32 words (mapped below, at once)
+        words: list[np.ndarray] = []
+        # per block pair: its world, edge count and each end's block size and start
+        pair_world, pair_m, pair_high, pair_first = [], [], [], []
+        snapshots: dict[int, tuple[dict, int | None]] = {}
+        plans = self._block_plans.setdefault(s.population, {})
+        if len(plans) > 100_000:  # (sizes up to n² / 4 pairs: bounded, but not small)
+            plans.clear()
+        for b in np.flatnonzero(members).tolist():
+            labels = [g for g in range(G) if sizes_list[b][g]]
+            sizes = tuple(sizes_list[b][g] for g in labels)
+            plan = plans.get(sizes)
+            if plan is None:
+                plan = plans[sizes] = block_pairs(list(sizes), spec.mean_degree, spec.homophily)
+            rng = rngs[b]
+            raw = rng.bit_generator.random_raw
+            left = pending[b]
+            # where to start again if a bounded draw is rejected (about 1e-5 a round)
+            snapshots[b] = (rng.bit_generator.state, left)
+            for i, j, pairs, p in plan:
+                m = int(rng.binomial(pairs, p))
+                # integers(1, size=m) is all zeros and draws nothing
+                k = m * ((sizes[i] > 1) + (sizes[j] > 1))
+                if k:  # k uint32 words: the buffered one first, then halves of uint64s
+                    if left is not None:
+                        words.append(np.array([left], np.uint32))
+                        k -= 1
+                        left = None
+                    if k:
+                        halves = raw((k + 1) // 2).view(np.uint32)  # lower half first
+                        words.append(halves[:k])
+                        left = int(halves[k]) if k & 1 else None
+                pair_world.append(b)
+                pair_m.append(m)
+                pair_high.append((sizes[i], sizes[j]))
+                pair_first.append((starts_list[b][labels[i]], starts_list[b][labels[j]]))
+            pending[b] = left
+        a_end = b_end = np.zeros(0, np.int64)
+        redo: list[int] = []
+        if pair_m:
+            ends = np.repeat(pair_m, 2)  # each pair's first ends, then its second ends
+            end_high = np.array(pair_high, np.uint64).reshape(-1)
+            high = np.repeat(end_high, ends)
+            drawn = high > 1
+            w = np.concatenate(words).astype(np.uint64)
+            product = w * high[drawn]
+            index = np.zeros(len(high), np.int64)  # a bound of 1 draws nothing: 0
+            index[drawn] = (product >> _SHIFT32).astype(np.int64)
+            nodes = by_block[np.repeat(np.array(pair_first).reshape(-1), ends) + index]
+            is_first = np.repeat(np.tile([True, False], len(pair_m)), ends)
+            # (the bound's threshold per block pair's end, then per draw: modulo is slow)
+            threshold = np.repeat(_lemire_threshold(end_high), ends)[drawn]
+            rejected = _lemire_rejects(product, threshold)
+            if rejected.any():
+                end_world = np.repeat(np.repeat(pair_world, 2), ends)
+                redo = np.unique(end_world[drawn][rejected]).tolist()
+                keep = ~np.isin(end_world, redo)
+                nodes, is_first = nodes[keep], is_first[keep]
+            a_end, b_end = nodes[is_first], nodes[~is_first]
+        for b in redo:  # numpy's own draws from where this world's graph began
+            bits, before = snapshots[b]
+            rngs[b].bit_generator.state = {
+                **bits,
+                "has_uint32": int(before is not None),
+                "uinteger": before or 0,
+            }
+            lo, hi = node_start[b], node_start[b + 1]
+            graph_b = stochastic_block_model(
+                block[lo:hi], spec.mean_degree, spec.homophily, rngs[b]
+            )
+            rows = np.repeat(np.arange(graph_b.n), graph_b.degree())
+            a_end = np.concatenate([a_end, lo + rows])
+            b_end = np.concatenate([b_end, lo + graph_b.indices])
+            after = rngs[b].bit_generator.state
+            pending[b] = after["uinteger"] if after["has_uint32"] else None
+        graph = SocialGraph.from_edges(total_nodes, a_end, b_end)
+        degree = graph.degree()
+
+        # the round's remaining draws of this stream are doubles: organisers, one per
+        # member; at most one per edge end in the waves (a node is a frontier once);
+        # participation, one per training row. One call of that bound per world, the
+        # unused rest handed back.
+        ends = np.concatenate([[0], np.cumsum(degree)])[node_start]
+        bound = members + np.diff(ends) + n
+        uniforms = np.concatenate([rngs[b].random(int(bound[b])) for b in range(B)])
+        start = np.concatenate([[0], np.cumsum(bound)])[:-1]
+        local = np.arange(total_nodes) - node_start[world_of]
+        organiser = np.ones(total_nodes, bool)
+        if spec.seed_groups is not None:
+            codes = [self._first.group_labels.index(g) for g in spec.seed_groups]
+            organiser = np.isin(block, codes)
+        seeds = organiser & (uniforms[start[world_of] + local] < spec.seed_fraction)
+        cursor = members.copy()
+
+        def wave_uniforms(frontier: np.ndarray, total: int) -> np.ndarray:
+            # a wave's edges come world by world; world w's take its next numbers: edge
+            # j of the wave gets uniforms[j + start[w] + cursor[w] − (w's first edge)]
+            world, counts = world_of[frontier], degree[frontier]
+            per_world = np.bincount(world, counts, minlength=B).astype(np.int64)
+            shift = start + cursor - (np.cumsum(per_world) - per_world)
+            out = uniforms[np.arange(total) + np.repeat(shift[world], counts)]
+            cursor[:] += per_world
+            return out
+
+        heard_nodes = cascade(graph, seeds, spec.spread, wave_uniforms)
+        heard = np.zeros((B, n), bool)
+        heard[world_of, row_of] = heard_nodes
+        participation = uniforms[(start + cursor)[:, None] + np.arange(n)]
+        used = cursor + n
+        for b in np.flatnonzero(used < bound).tolist():
+            rngs[b].bit_generator.advance(int(used[b] - bound[b]))
+        return heard & (participation < s.spec.participation)
+
+    def _next_cohort(self) -> None:
+        """The next fresh cohort of every world: each world's draws from its own world
+        stream (`school_numbers`, then ``random((2, n))``), one transform of the stack."""
+        st, n, B = self._state, self._n, self.num_envs
+        kw = self._school
+        numbers = school_numbers(
+            n,
+            self._world_rngs,
+            frac_n2=kw["frac_n2"],
+            extracurricular_rate_n1=kw["extracurricular_rate_n1"],
+            extracurricular_rate_n2=kw["extracurricular_rate_n2"],
+        )
+        uv = np.empty((B, 2, n))  # School.newcomers' u and v, after the cohort's draws
+        for rng, row in zip(self._world_rngs, uv, strict=True):
+            rng.random(out=row)
+        c = school_from_numbers(
+            numbers,
+            ability_gap=kw["ability_gap"],
+            h1_capacity=kw["h1_capacity"],
+            proxy_weight=kw["proxy_weight"],
+            admission_noise=kw["admission_noise"],
+            query_quantile=kw["query_quantile"],
+            outcome_threshold=kw["outcome_threshold"],
+            outcome_sharpness=kw["outcome_sharpness"],
+        )
+        st["X"] = c.X
+        st["report"] = c.X  # newcomers apply honestly (nothing changes the array in place)
+        st["group"], st["query"] = c.neighbourhood, c.query
+        st["u"], st["v"] = uv[:, 0], uv[:, 1]
+        st["y0"] = (st["u"] < c.success_probability).astype(np.int64)
+        st["record"] = c.y_hist if self._record_hist else np.full(c.y_hist.shape, -1, np.int64)
+
+    def _observation(self) -> np.ndarray:
+        """`RecourseEnv._observation` of every world (the next cohort, the updated model)."""
+        st = self._state
+        B, n, _d = st["X"].shape
+        theta, report, group = st["theta"], st["report"], st["group"]
+        st["Xs"] = _standardised(report, st["x_shift"], st["x_scale"])
+        st["p"] = p = _p_favourable(theta, st["Xs"], self._fav)
+        st["favourable"] = favourable = self._decide(p, group)
+        query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
+        params = np.clip(np.sign(theta) * np.log1p(np.abs(theta)), -PARAM_BOUND, PARAM_BOUND)
+        size = _group_counts(group, np.ones((B, n), bool), self._G)
+        pending = _group_counts(group, favourable, self._G) / np.maximum(size, 1)
+        goal = self._first.scenario.query.goal
+        p_goal = p if goal == self._fav else 1.0 - p
+        n_query = query.sum(1)
+        some = n_query > 0
+        per_query = np.maximum(n_query, 1)
+        q_stats = np.stack(
+            [
+                (favourable & query).sum(1) / per_query,
+                np.where(query, p_goal, 0.0).sum(1) / per_query,
+                n_query / n,
+            ],
+            1,
+        )
+        mean_report = np.einsum("bn,bnd->bd", query.astype(np.float64), report) / per_query[:, None]
+        z = (mean_report - st["feature_mean"]) / st["feature_scale"]
+        q_stats[~some] = 0.0
+        z[~some] = 0.0
+        obs = np.concatenate(
+            [
+                params,
+                pending,
+                st["acceptance"],
+                st["true_outcome"],
+                q_stats,
+                st["query_acceptance"][:, None],
+                np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
+                (st["round"] / self._rounds)[:, None],
+            ],
+            axis=1,
+        ).astype(np.float32)
+        space = self.single_observation_space
+        return np.clip(obs, space.low, space.high)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:
+    """P(favourable) (B, n) of binary logistic models θ = (coef, intercept) per world, on
+    their standardised features `Xs` (B, n, d)."""
+    d = Xs.shape[-1]
+    logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
+    p1 = _sigmoid(logits)
+    return p1 if favourable == 1 else 1.0 - p1
+
+
+def _standardised(X: np.ndarray, shift: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(X − shift) / scale, the learner's standardisation: X (B, n, d) with per-world
+    (B, d) constants, or rows X (r, d) with their own rows of constants. Feature by
+    feature (numpy is slow on a short last axis broadcast against a stack); the same
+    operations per number as the single learner's."""
+    out = np.empty(X.shape)
+    for j in range(X.shape[-1]):
+        s, c = (shift[:, j, None], scale[:, j, None]) if X.ndim == 3 else (shift[:, j], scale[:, j])
+        np.subtract(X[..., j], s, out=out[..., j])
+        np.divide(out[..., j], c, out=out[..., j])
+    return out
+
+
+def _group_counts(group: np.ndarray, flag: np.ndarray, G: int) -> np.ndarray:
+    """Per world and group, how many rows have `flag` set: (B, G)."""
+    return np.stack([(flag & (group == g)).sum(1) for g in range(G)], 1)
+
+
+def _share(count: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """count / size, 0 where size is 0 (`recourse_sim.env.metrics._share`, per world)."""
+    return np.divide(count, size, out=np.zeros(np.shape(count)), where=size > 0)
+
+
+def _lemire_threshold(high: np.ndarray) -> np.ndarray:
+    """Lemire's rejection threshold of bounds `high` (uint64, ≥ 1): 2^32 mod high."""
+    return (np.uint64(2**32) - high) % high
+
+
+def _lemire_rejects(product: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Where Lemire's bounded-integer method draws again: the product of a uint32 word and
+    the bound has its lower word below the bound's `_lemire_threshold` (about bound / 2^32
+    of draws)."""
+    return (product & _UINT32) < threshold
+
+
+def _uint32_words(
+    rng: np.random.Generator, k: int, pending: int | None
+) -> tuple[np.ndarray, int | None]:
+    """The next `k` uint32 words numpy's bounded integers would use, and the word left
+    buffered after them: PCG64 hands out each uint64 as its lower, then its upper half,
+    keeping the upper one for the next 32-bit draw (doubles do not touch it)."""
+    if k == 0:
+        return np.zeros(0, np.uint32), pending
+    fresh = k - (pending is not None)
+    halves = rng.bit_generator.random_raw((fresh + 1) // 2).view(np.uint32)  # lower first
+    if pending is not None:
+        halves = np.concatenate([np.array([pending], np.uint32), halves])
+    left = int(halves[k]) if len(halves) > k else None
+    return halves[:k], left

@@ -1,0 +1,308 @@
+"""The native batched vector env (`recourse_sim.env.batched`): each world plays exactly
+the single environment's rollout of its seed; autoreset as Gymnasium 1.x specifies; the
+synchronous fallback for scenarios it does not batch; the SB3 adapter."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import recourse_sim
+from recourse_sim.env import RecourseEnv
+from recourse_sim.env.batched import BatchedRecourseEnv, native_reason
+
+SCHOOL = "recourse_sim/SchoolAssignment-v1"
+SMALL = {"world__cohort_size": 200}
+# Observations are float32 views of float64 numbers that the batched env sums in
+# another order (rounding differs in the last bits): equal to float32 rounding.
+# Rewards are float64: equal within 1e-12 (measured: both are bit for bit equal).
+OBS_RTOL, OBS_ATOL, REWARD_ATOL = 1e-6, 1e-7, 1e-12
+
+
+def _make_vec(n: int, env_id: str = SCHOOL, **kwargs) -> gym.vector.VectorEnv:
+    return gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def _actions(space: gym.Space, rounds: int, seed: int) -> np.ndarray:
+    """A varied action sequence: random actions, with the corners and 0 mixed in."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (rounds, *space.shape)).astype(np.float32)
+    a[::5] = 1.0
+    a[2::5] = -1.0
+    a[3::7] = 0.0
+    return a
+
+
+def _single_rollout(env_id, seed, actions, **kwargs):
+    env = gym.make(env_id, **kwargs).unwrapped
+    obs, _ = env.reset(seed=seed)
+    out = [(obs, 0.0, False, False)]
+    for a in actions:
+        obs, reward, terminated, truncated, _ = env.step(a)
+        out.append((obs, reward, terminated, truncated))
+    return out
+
+
+def _assert_same(batched, single, world):
+    for t, ((o_b, r_b, te_b, tr_b), (o_s, r_s, te_s, tr_s)) in enumerate(
+        zip(batched, single, strict=True)
+    ):
+        where = f"world {world}, round {t}"
+        np.testing.assert_allclose(o_b, o_s, rtol=OBS_RTOL, atol=OBS_ATOL, err_msg=where)
+        assert abs(r_b - r_s) <= REWARD_ATOL, (where, r_b, r_s)
+        assert (te_b, tr_b) == (te_s, tr_s), where
+
+
+def _batched_rollout(venv, seed, actions):
+    obs, _ = venv.reset(seed=seed)
+    rows = [[(obs[i], 0.0, False, False)] for i in range(venv.num_envs)]
+    for a in actions:
+        obs, reward, terminated, truncated, _ = venv.step(a)
+        for i in range(venv.num_envs):
+            rows[i].append((obs[i], reward[i], terminated[i], truncated[i]))
+    return rows
+
+
+def test_make_vec_gives_the_native_batched_env():
+    venv = _make_vec(2, **SMALL)
+    assert isinstance(venv.unwrapped, BatchedRecourseEnv)
+    assert isinstance(venv, gym.vector.VectorEnv)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    single = gym.make(SCHOOL, **SMALL)
+    assert venv.single_observation_space == single.observation_space
+    assert venv.single_action_space == single.action_space
+    assert venv.observation_space.shape == (2, *single.observation_space.shape)
+
+
+@pytest.mark.parametrize("cohort", [200, 12])
+def test_each_world_plays_the_single_envs_rollout_of_its_seed(cohort):
+    """Sub-env i reset with seed s + i gives the observations, rewards and ends of the
+    single env reset with s + i, over a whole 20-round episode of varied actions (with
+    12 students a cohort, graphs have blocks of one member or none, and no members)."""
+    kwargs = {"world__cohort_size": cohort}
+    venv = _make_vec(4, **kwargs)
+    actions = _actions(venv.action_space, 20, seed=1)
+    batched = _batched_rollout(venv, 11, actions)
+    assert batched[0][-1][3]  # the episode's 20 rounds end it
+    for i in range(4):
+        _assert_same(batched[i], _single_rollout(SCHOOL, 11 + i, actions[:, i], **kwargs), i)
+
+
+def test_a_list_of_seeds_seeds_each_world():
+    venv = _make_vec(2, **SMALL)
+    actions = _actions(venv.action_space, 3, seed=2)
+    obs, _ = venv.reset(seed=[5, 42])
+    rows = [[(obs[i], 0.0, False, False)] for i in range(2)]
+    for a in actions:
+        o, r, te, tr, _ = venv.step(a)
+        for i in range(2):
+            rows[i].append((o[i], r[i], te[i], tr[i]))
+    for i, seed in enumerate([5, 42]):
+        _assert_same(rows[i], _single_rollout(SCHOOL, seed, actions[:, i], **SMALL), i)
+
+
+@pytest.mark.slow
+def test_the_contract_size_and_many_worlds_match_too():
+    """The scenario's own cohort size (1,000) and 8 worlds, 20 rounds."""
+    venv = _make_vec(8)
+    actions = _actions(venv.action_space, 20, seed=3)
+    batched = _batched_rollout(venv, 100, actions)
+    for i in range(8):
+        _assert_same(batched[i], _single_rollout(SCHOOL, 100 + i, actions[:, i]), i)
+
+
+def test_bounded_integers_from_raw_bits_are_numpys():
+    """The SBM's endpoint draws, reproduced from ``random_raw``, are numpy's own
+    ``integers`` (uint32 buffering across calls included)."""
+    from recourse_sim.env.batched import _lemire_rejects, _lemire_threshold, _uint32_words
+
+    for seed in range(20):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        pending = None
+        for high, size in [(7, 3), (60, 178), (1, 4), (20, 0), (2**31, 5), (13, 1)]:
+            ours.binomial(100, 0.3), theirs.binomial(100, 0.3)  # doubles in between
+            # integers(1, size=k) draws nothing
+            words, pending = _uint32_words(ours, size if high > 1 else 0, pending)
+            product = words.astype(np.uint64) * np.uint64(high)
+            threshold = _lemire_threshold(np.array([high], np.uint64))
+            assert not _lemire_rejects(product, threshold).any()
+            got = (product >> np.uint64(32)).astype(np.int64) if high > 1 else np.zeros(size)
+            np.testing.assert_array_equal(got, theirs.integers(high, size=size))
+        assert ours.random() == theirs.random()
+
+
+def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
+    """Lemire's method rejects about one draw in 10^5 world-rounds; the world whose draw
+    it was builds its graph again with numpy's own calls, and the rollout stays exact."""
+    import recourse_sim.env.batched as batched
+
+    def reject_first(product, threshold):
+        out = np.zeros(len(product), bool)
+        out[0] = True
+        return out
+
+    monkeypatch.setattr(batched, "_lemire_rejects", reject_first)
+    venv = _make_vec(2, **SMALL)
+    actions = _actions(venv.action_space, 4, seed=6)
+    rows = _batched_rollout(venv, 30, actions)
+    for i in range(2):
+        _assert_same(rows[i], _single_rollout(SCHOOL, 30 + i, actions[:, i], **SMALL), i)
+
+
+def test_next_step_autoreset_starts_the_next_episode_as_a_seedless_reset():
+    """The step after truncation resets the world (reward 0, the reset observation; the
+    action is ignored); the episode after it is the single env's after ``reset()``."""
+    kwargs = {**SMALL, "rounds": 3}
+    venv = _make_vec(2, **kwargs)
+    actions = _actions(venv.action_space, 8, seed=4)
+    _obs, _ = venv.reset(seed=20)
+    steps = [venv.step(a) for a in actions]
+    assert not steps[1][3].any() and steps[2][3].all()  # truncated after round 3
+    o, r, te, tr, info = steps[3]
+    assert not te.any() and not tr.any() and (r == 0).all() and (info["round"] == 0).all()
+    for i in range(2):
+        env = RecourseEnv("school_assignment_controlled", **kwargs)
+        env.reset(seed=20 + i)
+        for t in range(3):
+            env.step(actions[t, i])
+        first, _ = env.reset()
+        np.testing.assert_allclose(o[i], first, rtol=OBS_RTOL, atol=OBS_ATOL)
+        for t in range(4, 7):  # the second episode, from the action after the reset step
+            o_s, r_s, _, tr_s, _ = env.step(actions[t, i])
+            np.testing.assert_allclose(steps[t][0][i], o_s, rtol=OBS_RTOL, atol=OBS_ATOL)
+            assert abs(steps[t][1][i] - r_s) <= REWARD_ATOL
+            assert steps[t][3][i] == tr_s
+    assert steps[6][3].all() and not steps[7][3].any()
+
+
+def test_same_step_autoreset_reports_the_final_observation():
+    venv = BatchedRecourseEnv(
+        2, "school_assignment_controlled", autoreset_mode="SameStep", rounds=2, **SMALL
+    )
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    venv.reset(seed=0)
+    a = np.zeros(venv.action_space.shape, np.float32)
+    venv.step(a)
+    obs, _, _, truncated, info = venv.step(a)
+    assert truncated.all() and info["_final_obs"].all()
+    assert info["final_obs"][0][-1] == 1.0 and (obs[:, -1] == 0.0).all()  # round fraction
+
+
+def test_disabled_autoreset_needs_a_masked_reset():
+    venv = BatchedRecourseEnv(
+        2, "school_assignment_controlled", autoreset_mode=AutoresetMode.DISABLED, rounds=1, **SMALL
+    )
+    venv.reset(seed=0)
+    a = np.zeros(venv.action_space.shape, np.float32)
+    venv.step(a)
+    with pytest.raises(gym.error.ResetNeeded):
+        venv.step(a)
+    _obs, info = venv.reset(options={"reset_mask": np.array([True, True])})
+    assert info["_round"].all()
+    venv.step(a)
+
+
+def test_spaces_seeding_and_bad_actions():
+    """The vector-env counterpart of env_checker's checks: observations in the space,
+    one seed one rollout, a wrong action shape refused with a clear error."""
+    venv = _make_vec(2, **SMALL)
+    obs1, _ = venv.reset(seed=3)
+    assert obs1.dtype == np.float32 and venv.observation_space.contains(obs1)
+    action = venv.action_space.sample()
+    o1, r1, *_ = venv.step(action)
+    assert venv.observation_space.contains(o1) and r1.dtype == np.float64
+    obs2, _ = venv.reset(seed=3)
+    o2, r2, *_ = venv.step(action)
+    np.testing.assert_array_equal(obs1, obs2)
+    np.testing.assert_array_equal(o1, o2)
+    np.testing.assert_array_equal(r1, r2)
+    with pytest.raises(recourse_sim.errors.ConfigError, match="action has shape"):
+        venv.step(action[0])
+    with pytest.raises(recourse_sim.errors.ConfigError, match="seeds for 2"):
+        venv.reset(seed=[1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs", "why"),
+    [
+        ("recourse_sim/Recourse-v0", {"scenario": "school_assignment"}, "collective_oar"),
+        ("recourse_sim/Lending-v1", {}, "people who stay"),
+    ],
+)
+def test_unsupported_scenarios_fall_back_to_a_synchronous_loop(env_id, kwargs, why):
+    with pytest.warns(UserWarning) as record:
+        venv = _make_vec(2, env_id, **kwargs)
+    messages = [str(w.message) for w in record]
+    falling = [m for m in messages if "falling back to a synchronous loop" in m]
+    assert len(falling) == 1 and why in falling[0] and "\n" not in falling[0]
+    assert isinstance(venv, gym.vector.SyncVectorEnv)
+    assert venv.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    venv.reset(seed=0)
+
+
+def test_native_reason_names_what_is_not_batched():
+    assert native_reason(RecourseEnv("school_assignment_controlled")) is None
+    refit = RecourseEnv(
+        "school_assignment_controlled", learner__update_rule="refit", learner__window=None
+    )
+    assert "refit" in native_reason(refit)
+    assert "collective_oar" in native_reason(RecourseEnv("school_assignment"))
+
+
+def test_sb3_adapter_trains_ppo():
+    pytest.importorskip("stable_baselines3")
+    import torch
+    from stable_baselines3 import PPO
+
+    from recourse_sim.agents.sb3 import BatchedVecEnv
+
+    torch.set_num_threads(1)
+    venv = BatchedVecEnv(
+        BatchedRecourseEnv(4, "school_assignment_controlled", rounds=5, world__cohort_size=100)
+    )
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=256)
+    assert model.num_timesteps >= 256
+
+
+def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env():
+    """One seed, the same curve: each world plays the rollout its seed gives the plain
+    env, and SB3 sees the same observations, rewards and episode ends."""
+    pytest.importorskip("stable_baselines3")
+    import torch
+
+    from recourse_sim.agents.training import PPOConfig, train_ppo
+
+    torch.set_num_threads(1)
+    config = PPOConfig(timesteps=64, n_envs=2, n_steps=16, batch_size=16, n_epochs=1)
+    kwargs = {"rounds": 5, "world__cohort_size": 60}
+    _, plain = train_ppo("school_assignment_controlled", 3, config, **kwargs)
+    _, batched = train_ppo("school_assignment_controlled", 3, config, batched=True, **kwargs)
+    assert len(plain) > 0
+    np.testing.assert_allclose(batched.to_numpy(), plain.to_numpy(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"decision__rule": "threshold", "decision__threshold": 0.6},
+        {"populations__students__move": 0.5},
+        {"populations__students__tolerance": {"kind": "uniform", "low": 0.0, "high": 1.0}},
+        {"populations__h1_students__graph__kind": "complete"},
+        {
+            "populations__h1_students__graph__seed_groups": ["N2"],
+            "populations__students__groups": ["N2"],
+        },
+    ],
+    ids=["threshold", "move", "tolerance", "complete-graph", "seed-groups"],
+)
+def test_native_variants_match_the_single_env(overrides):
+    kwargs = {"world__cohort_size": 60, "rounds": 8, **overrides}
+    venv = _make_vec(3, **kwargs)
+    assert isinstance(venv, BatchedRecourseEnv)
+    actions = _actions(venv.action_space, 8, seed=7)
+    batched = _batched_rollout(venv, 50, actions)
+    for i in range(3):
+        _assert_same(batched[i], _single_rollout(SCHOOL, 50 + i, actions[:, i], **kwargs), i)
