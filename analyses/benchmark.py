@@ -8,7 +8,8 @@ measured within one run (numerator and denominator interleaved) so that a shared
 loaded machine slows both alike. Peak memory is measured in a fresh subprocess per
 population size (``resource.getrusage`` in the child), so earlier allocations of this
 process do not count; the OAR step is timed in a fresh subprocess too, so that the
-heap the sections before it left does not slow its large arrays. The load average at start and end is recorded with the results.
+heap the sections before it left does not slow its large arrays. The load average at
+start and end is recorded with the results.
 """
 
 from __future__ import annotations

@@ -765,7 +765,7 @@ def combine(dirs: list[Path], args: Args) -> None:
         table = pd.read_csv(d / "genre_table2.csv")
         info = json.loads((d / "genre_table2.json").read_text())
         seed = int(info["args"]["seed"])
-        layers = int(info["args"]["genre_layers"])
+        layers = int(info["args"].get("genre_layers", args.genre_layers))
         if layers != args.genre_layers:  # a run of the depth ablation
             deeper.append(table.assign(seed=seed, layers=layers))
             deeper_walls[(layers, seed)] = info["wall_seconds"]
