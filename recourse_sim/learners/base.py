@@ -191,14 +191,13 @@ class Learner(ABC):
         start: State | None,
         queries: torch.Tensor,
         goal: torch.Tensor,
-        warm: Any = None,
-    ) -> tuple[float, torch.Tensor, State, Any] | None:
+        factor: torch.Tensor | None = None,
+    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
         """Collective recourse's objective for one update on the rows X + delta, in
         closed form where the learner has one: (the queries' mean goal cross-entropy
-        after the update, its gradient in delta, the updated state, a solver aid for
-        the next call on the same state, X and y, passed back as its `warm`). None (the
-        default) sends collective recourse through autograd on `warm_update_fn`
-        instead."""
+        after the update, its gradient in delta, the updated state, a solver aid such
+        as a Hessian factor for the next call's `factor`). None (the default) sends
+        collective recourse through autograd on `warm_update_fn` instead."""
         return None
 
     @abstractmethod

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -42,20 +41,6 @@ _MAX_ALTERNATIONS = 50
 
 # State entries of the fixed standardisation (``standardize=True``).
 _SCALING = ("x_shift", "x_scale")
-
-
-@dataclass(frozen=True, eq=False)
-class RefitPoint:
-    """What one closed-form refit (`LogisticRegression.refit_hypergradient`) leaves for
-    the next on nearby rows: θ*, the Cholesky factor of the Hessian there, and this
-    round's design rows, their P(class 1) at θ* and the Δ they were moved by. The next
-    refit starts Newton at θ*'s first-order prediction with that factor."""
-
-    theta: np.ndarray  # θ* (1, D)
-    factor: np.ndarray  # lower Cholesky factor of ∇²R at θ*
-    rows: np.ndarray  # this round's design rows (n, D) at X + delta (standardised)
-    p: np.ndarray  # their P(class 1) at θ* (n,)
-    delta: np.ndarray  # the delta (n, d) of those rows
 
 
 class ConvergenceWarning(UserWarning):
@@ -682,15 +667,13 @@ class LogisticRegression(Learner):
         new.update(scaling)
         return new
 
-    def _numpy_refit(self, state: State, X, y, start, factor, delta=None, near=None):
+    def _numpy_refit(self, state: State, X, y, start, factor, delta=None):
         """`warm_update_fn` of the "refit"/"window" rule for two classes and λ = 0 on
         numpy, without a graph: (the new state, the refit's pieces (θ*, its Hessian
         factor, P at θ*, Z), or None when one class kept θ); None where it does not
         apply. `factor`: a Hessian factor from nearby for Newton's first step. With
         `delta` the round's rows are X + delta, summed straight into the design matrix
-        (which the memory then views: no other copy). `near`: the `RefitPoint` of a
-        refit of the same rows moved by another delta; Newton then starts at its
-        first-order prediction of θ* (`_predicted`) with its factor."""
+        (which the memory then views: no other copy)."""
         if (
             state["coef"].shape[0] != 1
             or "X_mem" not in state
@@ -725,36 +708,14 @@ class LogisticRegression(Learner):
             else:
                 Z[:, :-1] = X_all
             Z[:, -1] = 1.0
+        first = state if start is None else start
+        first = np.concatenate([_numpy(first["coef"]), _numpy(first["intercept"])[:, None]], 1)
         Y = y_mem.numpy()[:, None]
-        if near is not None:
-            first = self._predicted(near, delta, Y[len(Y) - n :, 0], scaling)
-            factor = torch.from_numpy(near.factor)
-        else:
-            first = state if start is None else start
-            first = np.concatenate([_numpy(first["coef"]), _numpy(first["intercept"])[:, None]], 1)
         theta_star, L, P, step = self._newton(first, Z, Y, factor=factor)
         # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)
         th_star = theta_star.numpy()
         th = th_star - step
         return {**self._unpack(torch.from_numpy(th)), **memory}, (th_star, L, P, Z)
-
-    def _predicted(self, near: RefitPoint, delta, y: np.ndarray, scaling: State) -> np.ndarray:
-        """θ* of the refit with this round's rows moved by `delta` to first order from
-        `near` (the same rows moved by near.delta): θ*_near − H⁻¹ (∂∇R/∂X)(Δ − Δ_near),
-        the tangent of the implicit function θ*(X). Its error is second order in the
-        move, so Newton needs fewer steps from it than from θ*_near.
-
-        With ∇R = (W, 0) + C Σᵢ (pᵢ − yᵢ) zᵢ, a move dzᵢ of row i changes ∇R by
-        C [pᵢ(1 − pᵢ) (W·dzᵢ) zᵢ + (pᵢ − yᵢ) (dzᵢ, 0)]."""
-        dz = _numpy(delta) - near.delta
-        if scaling:
-            dz = dz / scaling["x_scale"].numpy()
-        p = near.p
-        along = p * (1.0 - p) * (dz @ near.theta[0, :-1])
-        change = along @ near.rows
-        change[:-1] += (p - y) @ dz
-        change *= self.C
-        return near.theta - dpotrs(near.factor, change, lower=1)[0][None, :]
 
     def refit_hypergradient(
         self,
@@ -765,15 +726,14 @@ class LogisticRegression(Learner):
         start: State | None,
         queries: torch.Tensor,
         goal: torch.Tensor,
-        warm: RefitPoint | None = None,
-    ) -> tuple[float, torch.Tensor, State, RefitPoint | None] | None:
+        factor: torch.Tensor | None = None,
+    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
         """One refit on the rows X + delta and the queries' goal loss after it, with the
         loss's gradient in those rows in closed form: (mean loss, ∂loss/∂X (n, d), the
-        refitted state, the `RefitPoint` of the refit), or None where the closed form
-        does not apply (softmax, the "sgd" rule, λ > 0) and autograd through
-        `warm_update_fn` is the way. Newton starts from `start` (default: `state`), or,
-        given the `RefitPoint` `warm` of a call on the same state, X and y with another
-        delta, from its first-order prediction with its Hessian factor (θ* is unique:
+        refitted state, the Cholesky factor of its Hessian), or None where the closed
+        form does not apply (softmax, the "sgd" rule, λ > 0) and autograd through
+        `warm_update_fn` is the way. Newton starts from `start` (default: `state`) with
+        the Hessian factor `factor`, e.g. those of a refit on nearby rows (θ* is unique:
         only the iterations change).
 
         At θ* of the refit, ∇R(θ*, X) = 0 gives ∂loss/∂xᵢ = −(∂∇R/∂xᵢ)ᵀ v with
@@ -781,8 +741,7 @@ class LogisticRegression(Learner):
         −C [pᵢ(1 − pᵢ) (v·zᵢ) W + (pᵢ − yᵢ) v_W] / x_scale: the hypergradient of
         `warm_update_fn` without building its graph (tested against it).
         """
-        near = warm if warm is not None and warm.delta.shape == tuple(delta.shape) else None
-        refit = self._numpy_refit(state, X, y, start, None, delta, near)
+        refit = self._numpy_refit(state, X, y, start, factor, delta)
         if refit is None:
             return None
         new, pieces = refit
@@ -805,9 +764,7 @@ class LogisticRegression(Learner):
         grad = np.stack([along_w, along_v], 1) @ np.stack([th_star[0, :-1], v[:-1]])
         if scaling:
             grad /= scaling["x_scale"].numpy()
-        delta_np = _numpy(delta)
-        point = RefitPoint(th_star, L.numpy(), rows, p, delta_np)
-        return float(losses.mean()), torch.from_numpy(grad), new, point
+        return float(losses.mean()), torch.from_numpy(grad), new, L
 
     def update(self, X, y, start: State | None = None) -> LogisticRegression:
         """Apply the online update rule to one round of reported data (see `update_fn`

@@ -149,13 +149,13 @@ def collective_recourse(
     # iterates move little), and evaluations return their states, so the honest loss
     # and the final model need no refit of their own.
     warm: list[State] | None = None
-    warm_point = None  # the learner's solver aid from the last evaluation
+    warm_factor = None
     honest: list[State] | None = None
 
     def objective(delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[State]]:
-        nonlocal warm, warm_point, honest
-        loss, grad, states, warm_point = _loss_and_grad(
-            learner, theta0, Xt, yt, Q, goal_t, delta, horizon, warm, warm_point
+        nonlocal warm, warm_factor, honest
+        loss, grad, states, warm_factor = _loss_and_grad(
+            learner, theta0, Xt, yt, Q, goal_t, delta, horizon, warm, warm_factor
         )
         warm = states
         if delta is zero:
@@ -358,19 +358,19 @@ def rollout_states(
     return states
 
 
-def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None, point=None):
+def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None, factor=None):
     """Query loss at Δ, its hypergradient, the states θ_1..θ_H (detached) and, where the
-    learner has one, its solver aid (for the next call's `point`).
+    learner has one, the Hessian factor of its refit (for the next call's `factor`).
 
     A learner with a closed-form hypergradient of one refit (`refit_hypergradient`,
-    which may decline) skips the autograd graph for horizon 1; `starts` and `point`
-    (from a call at another Δ) warm-start its solver."""
+    which may decline) skips the autograd graph for horizon 1; `starts` and `factor`
+    (from a call on nearby rows) warm-start its solver."""
     if horizon == 1:
         start = None if starts is None else starts[0]
-        out = learner.refit_hypergradient(theta0, X, delta, y, start, Q, goal, point)
+        out = learner.refit_hypergradient(theta0, X, delta, y, start, Q, goal, factor)
         if out is not None:
-            loss, grad, state, point = out
-            return torch.tensor(loss, dtype=torch.float64), grad, [state], point
+            loss, grad, state, factor = out
+            return torch.tensor(loss, dtype=torch.float64), grad, [state], factor
     delta = delta.detach().requires_grad_(True)
     states = rollout_states(learner, theta0, X + delta, y, horizon, starts)
     loss = goal_loss(learner, states[-1], Q, goal).mean()

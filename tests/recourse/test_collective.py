@@ -382,35 +382,6 @@ def test_warm_started_closed_form_refits_change_nothing_beyond_tolerance(monkeyp
 
 
 @pytest.mark.parametrize("standardize", [False, True])
-def test_refit_start_is_the_tangent_of_the_refit(standardize):
-    # Newton's start for a refit at another Δ is θ*'s first-order prediction: its error
-    # against the refit itself shrinks with the square of the move (4× per halving)
-    learner, X, y, queries, delta = _refit_problem("window", standardize)
-    state, Xt, yt = learner.state_, torch.as_tensor(X), torch.as_tensor(y)
-    goal = torch.ones(len(queries), dtype=torch.long)
-    Q = torch.as_tensor(queries)
-
-    def refit(d):
-        return learner.refit_hypergradient(state, Xt, torch.as_tensor(d), yt, None, Q, goal)[3]
-
-    near = refit(delta)
-    scaling = {k: state[k] for k in ("x_shift", "x_scale") if k in state}
-    move = np.random.default_rng(5).normal(size=X.shape)
-    errors = []
-    for t in (0.2, 0.1, 0.05):
-        moved = delta + t * move
-        predicted = learner._predicted(near, moved, y.astype(float), scaling)
-        errors.append(np.abs(predicted - refit(moved).theta).max())
-    assert errors[0] / errors[1] > 3.0 and errors[1] / errors[2] > 3.0
-    # and the refit started there is the cold refit's
-    cold = refit(delta + 0.2 * move)
-    warm = learner.refit_hypergradient(
-        state, Xt, torch.as_tensor(delta + 0.2 * move), yt, None, Q, goal, near
-    )[3]
-    np.testing.assert_allclose(warm.theta, cold.theta, atol=1e-10)
-
-
-@pytest.mark.parametrize("standardize", [False, True])
 def test_fast_pgd_steps_at_many_features_equal_the_autograd_path(standardize, monkeypatch):
     # d = 40 (the column-major numpy design and the fused descent step of the fast path;
     # the benchmark's d = 100 takes the same path): whole projected-gradient runs agree
