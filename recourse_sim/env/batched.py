@@ -195,7 +195,6 @@ class BatchedRecourseEnv(VectorEnv):
         self._d = first.n_features
         self._G = len(first.group_labels)
         self._fav = first.favourable
-        self._decision = sc.decision
         self._places = first.places(self._n) if sc.decision.rule == "capacity" else None
         self._causal = first.causal
         self._deciding = [s for s in first.strategies if s.stage == "decision"]
@@ -462,12 +461,8 @@ class BatchedRecourseEnv(VectorEnv):
         return p >= self._thresholds(group)
 
     def _thresholds(self, group: np.ndarray) -> np.ndarray:
-        rule = self._decision
-        threshold = np.full(group.shape, rule.threshold)
-        for g, label in enumerate(self._first.group_labels):
-            if label in rule.group_thresholds:
-                threshold[group == g] = rule.group_thresholds[label]
-        return threshold
+        """`RecourseEnv._thresholds` of every world's rows (B, n)."""
+        return self._first._thresholds(group.reshape(-1)).reshape(group.shape)
 
     def _query_mask(self, spec, world_query, group, y0) -> np.ndarray:
         flat = SimpleNamespace(
@@ -566,7 +561,6 @@ class BatchedRecourseEnv(VectorEnv):
             if plan is None:
                 plan = plans[sizes] = block_pairs(list(sizes), spec.mean_degree, spec.homophily)
             rng = rngs[b]
-            raw = rng.bit_generator.random_raw
             left = pending[b]
             # where to start again if a bounded draw is rejected (about 1e-5 a round)
             snapshots[b] = (rng.bit_generator.state, left)
@@ -574,15 +568,9 @@ class BatchedRecourseEnv(VectorEnv):
                 m = int(rng.binomial(pairs, p))
                 # integers(1, size=m) is all zeros and draws nothing
                 k = m * ((sizes[i] > 1) + (sizes[j] > 1))
-                if k:  # k uint32 words: the buffered one first, then halves of uint64s
-                    if left is not None:
-                        words.append(np.array([left], np.uint32))
-                        k -= 1
-                        left = None
-                    if k:
-                        halves = raw((k + 1) // 2).view(np.uint32)  # lower half first
-                        words.append(halves[:k])
-                        left = int(halves[k]) if k & 1 else None
+                if k:
+                    drawn_words, left = _uint32_words(rng, k, left)
+                    words.append(drawn_words)
                 pair_world.append(b)
                 pair_m.append(m)
                 pair_high.append((sizes[i], sizes[j]))
