@@ -41,6 +41,33 @@ MEMORY_RULES = ("refit", "window")
 """The update rules that remember past rows (``X_mem``, ``y_mem``, ``round_sizes``)."""
 
 
+class LowRankGradient:
+    """An (n, d) gradient whose rows are combinations of k ≪ d directions,
+    G = (coefficients @ directions) / scale, kept as those factors: a large batch's
+    gradient is then formed a block of rows at a time where it is used, never whole.
+    ``np.asarray`` gives it whole."""
+
+    def __init__(self, coefficients: np.ndarray, directions: np.ndarray, scale=None):
+        self.coefficients = coefficients  # (n, k)
+        self.directions = directions  # (k, d)
+        self.scale = scale  # (d,) divides each column, or None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.coefficients), self.directions.shape[1]
+
+    def rows(self, index) -> np.ndarray:
+        """The rows `index` (a slice or indices) of G, as a new array."""
+        g = self.coefficients[index] @ self.directions
+        if self.scale is not None:
+            g /= self.scale
+        return g
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        g = self.rows(slice(None))
+        return g if dtype is None else g.astype(dtype, copy=False)
+
+
 def as_tensor(a) -> torch.Tensor:
     """A float64 torch tensor view/copy of an array-like (tensors are passed through)."""
     if isinstance(a, torch.Tensor):
@@ -192,12 +219,13 @@ class Learner(ABC):
         queries: torch.Tensor,
         goal: torch.Tensor,
         factor: torch.Tensor | None = None,
-    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
+    ) -> tuple[float, torch.Tensor | LowRankGradient, State, torch.Tensor | None] | None:
         """Collective recourse's objective for one update on the rows X + delta, in
         closed form where the learner has one: (the queries' mean goal cross-entropy
-        after the update, its gradient in delta, the updated state, a solver aid such
-        as a Hessian factor for the next call's `factor`). None (the default) sends
-        collective recourse through autograd on `warm_update_fn` instead."""
+        after the update, its gradient in delta (a tensor or a `LowRankGradient`), the
+        updated state, a solver aid such as a Hessian factor for the next call's
+        `factor`). None (the default) sends collective recourse through autograd on
+        `warm_update_fn` instead."""
         return None
 
     @abstractmethod

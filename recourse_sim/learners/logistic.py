@@ -13,6 +13,7 @@ from scipy.special import logsumexp, softmax
 from recourse_sim.learners.base import (
     MEMORY_RULES,
     Learner,
+    LowRankGradient,
     State,
     check_positive,
     first_memory,
@@ -410,12 +411,12 @@ class LogisticRegression(Learner):
             g[:, -1] += theta[:, -1].sum()
         return g
 
-    def _hessian(self, theta, Z, weight=None, P=None, Z32=None) -> np.ndarray:
+    def _hessian(self, theta, Z, weight=None, P=None, single=False) -> np.ndarray:
         """∇²_θ R (mD, mD) in closed form, θ flattened row-major (class-major); numpy.
 
-        `P` = `_proba_rows` at θ if already known; with `Z32` (Z in float32) the
-        products of the binary case run in float32 (summed in float64), good enough for
-        a Newton direction only."""
+        `P` = `_proba_rows` at θ if already known; `single`: the products of the binary
+        case run in float32 (summed in float64), good enough for a Newton direction
+        only."""
         m, D = theta.shape
         P = self._proba_rows(theta, Z) if P is None else P
         if m == 1:
@@ -427,13 +428,14 @@ class LogisticRegression(Learner):
             if D <= _SMALL_DESIGN:  # Zᵀ(curvature ⊙ Z) directly: fastest on few columns
                 H = (Z.T * curvature.T) @ Z
             else:
-                root = np.sqrt(curvature)
-                if Z32 is not None:
-                    root, Z = root.astype(np.float32), Z32
+                # (float32: each block converted on its own, no float32 copy of Z)
+                dtype = np.float32 if single else Z.dtype
+                root = np.sqrt(curvature).astype(dtype, copy=False)
                 H = np.zeros((D, D))
-                rows = max(_HESSIAN_BLOCK_BYTES // (Z.itemsize * D), 1)
+                rows = max(_HESSIAN_BLOCK_BYTES // (np.dtype(dtype).itemsize * D), 1)
                 for start in range(0, len(Z), rows):
-                    A = root[start : start + rows] * Z[start : start + rows]
+                    block = Z[start : start + rows].astype(dtype, copy=False)
+                    A = root[start : start + rows] * block
                     H += A.T @ A
             H *= self.C
         else:
@@ -483,16 +485,13 @@ class LogisticRegression(Learner):
         f, P = self._risk_np(theta, Z, Y, weight, logits, with_proba=True)
         lag = theta.size >= _LAG_MIN_PARAMS
         use32 = lag and theta.shape[0] == 1
-        Z32 = None  # Z in float32, made when first needed
         # fresh: L is the float64 Hessian's at θ
         L, fresh, reuse = (None, False, False) if factor is None else (factor.numpy(), False, True)
         step_size = previous = float("inf")  # previous: the last full step's size
         for _ in range(self.max_iter):
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1)
             if not reuse:
-                if use32 and Z32 is None:
-                    Z32 = Z.astype(np.float32)
-                L = _cholesky(self._hessian(theta, Z, weight, P, Z32 if use32 else None))
+                L = _cholesky(self._hessian(theta, Z, weight, P, single=use32))
                 fresh = not use32
             step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)  # solves L Lᵀ step = g
             step_size = float(np.abs(step).max())
@@ -727,10 +726,11 @@ class LogisticRegression(Learner):
         queries: torch.Tensor,
         goal: torch.Tensor,
         factor: torch.Tensor | None = None,
-    ) -> tuple[float, torch.Tensor, State, torch.Tensor | None] | None:
+    ) -> tuple[float, torch.Tensor | LowRankGradient, State, torch.Tensor | None] | None:
         """One refit on the rows X + delta and the queries' goal loss after it, with the
-        loss's gradient in those rows in closed form: (mean loss, ∂loss/∂X (n, d), the
-        refitted state, the Cholesky factor of its Hessian), or None where the closed
+        loss's gradient in those rows in closed form: (mean loss, ∂loss/∂X (n, d) as a
+        `LowRankGradient` of rank 2, the refitted state, the Cholesky factor of its
+        Hessian), or None where the closed
         form does not apply (softmax, the "sgd" rule, λ > 0) and autograd through
         `warm_update_fn` is the way. Newton starts from `start` (default: `state`) with
         the Hessian factor `factor`, e.g. those of a refit on nearby rows (θ* is unique:
@@ -760,11 +760,13 @@ class LogisticRegression(Learner):
         # the derivative of θ⁺ in X is that of the implicit function θ*: at θ*
         along_w = -self.C * (p * (1.0 - p)) * (rows @ v)
         along_v = -self.C * (p - y.numpy())
-        # the two rank-one terms as one (n, 2) @ (2, d) product
-        grad = np.stack([along_w, along_v], 1) @ np.stack([th_star[0, :-1], v[:-1]])
-        if scaling:
-            grad /= scaling["x_scale"].numpy()
-        return float(losses.mean()), torch.from_numpy(grad), new, L
+        # rank two: every row's gradient lies in the span of W and v_W
+        grad = LowRankGradient(
+            np.stack([along_w, along_v], 1),
+            np.stack([th_star[0, :-1], v[:-1]]),
+            scaling["x_scale"].numpy() if scaling else None,
+        )
+        return float(losses.mean()), grad, new, L
 
     def update(self, X, y, start: State | None = None) -> LogisticRegression:
         """Apply the online update rule to one round of reported data (see `update_fn`

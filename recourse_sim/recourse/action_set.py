@@ -439,8 +439,21 @@ class RowProjection:
         self.box = box
         self.multipliers = np.full(len(self.X), np.nan)
 
-    def __call__(self, delta: np.ndarray) -> np.ndarray:
-        return self.action_set.project_rows(self.X, delta, self.box, multipliers=self.multipliers)
+    def __call__(self, delta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+        """The projection of δ, the new iterate of the rows `rows` of X (default all)."""
+        box = None if self.box is None else (self.box[0][rows], self.box[1][rows])
+        return self.action_set.project_rows(
+            self.X[rows], delta, box, multipliers=self.multipliers[rows]
+        )
+
+    @property
+    def separable(self) -> bool:
+        """Whether each row's projection is the same whatever other rows share the call,
+        so that a batch may be projected in parts. The closed forms are (the ∞-ball with
+        its box; the ℓ2 ball of equal weights without one); a multiplier search runs
+        until every row of the call has converged, so its last bits depend on the batch."""
+        aset = self.action_set
+        return aset.p == np.inf or (aset.p == 2 and aset._uniform_price and self.box is None)
 
 
 def budget_excess(cost: np.ndarray, eps: float) -> np.ndarray:

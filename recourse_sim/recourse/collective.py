@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.base import Learner, State, as_tensor
+from recourse_sim.learners.base import Learner, LowRankGradient, State, as_tensor
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.individual import goal_loss
 
@@ -57,6 +57,8 @@ _INITIAL_STEP = 0.25
 _MAX_STEP = 1.0
 _MIN_STEP = 1e-6
 _GROW = 1.25
+# Bytes of an (rows, d) block of a step over a separable projection (fits in cache).
+_BLOCK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -185,9 +187,44 @@ def collective_recourse(
         full.numpy()[member_idx] = projected
         return full
 
+    n_members = n if member_idx is None else len(member_idx)
+    # A separable projection lets a step run over blocks of rows that stay in cache:
+    # the same numbers with a fraction of the passes over large (N, d) arrays.
+    block_rows = n_members
+    if project.separable:
+        block_rows = max(_BLOCK_BYTES // (8 * max(Xt.shape[1], 1)), 1)
+
+    stall = _STALL_TOL * max(eps, 1.0)
+
+    def propose(delta: torch.Tensor, grad, length: float, out: torch.Tensor | None = None):
+        """The trial Δ of a step of `length` from Δ along −grad (a tensor or a
+        `LowRankGradient`), projected (`box.step`, then `project`), written into `out`
+        (a former trial: its non-members' rows are 0) or a new tensor; and whether it
+        is a fixed point: no coordinate moves by more than `_STALL_TOL` (relative to
+        the budget)."""
+        if out is None:
+            out = torch.empty_like(Xt) if member_idx is None else torch.zeros_like(Xt)
+        current, trial = delta.numpy(), out.numpy()
+        # a factored gradient's rows are formed a block at a time; picked members' rows
+        # are gathered from the whole gradient
+        factored = isinstance(grad, LowRankGradient) and member_idx is None
+        slope = grad if factored else np.asarray(grad)
+        stalled = True
+        for start in range(0, n_members, block_rows):
+            block = slice(start, start + block_rows)
+            idx = block if member_idx is None else member_idx[block]
+            here = current[idx]
+            moved = box.step(here, slope.rows(idx) if factored else slope[idx], length, block)
+            projected = project(moved, block)
+            trial[idx] = projected
+            if stalled:  # (once one block moves, the others need not be checked)
+                np.subtract(projected, here, out=moved)
+                stalled = not max(moved.max(), -moved.min()) > stall  # NaN: not stalled
+        return out, stalled
+
     if method == "fgm":
         loss0, grad0, states0 = objective(zero)
-        candidate = feasible(box.step(rows(zero.numpy()), rows(grad0.numpy()), eps))
+        candidate, _ = propose(zero, grad0, eps)
         loss1, _, states1 = objective(candidate)
         history = [float(loss0), float(loss1)]
         best, best_states = (candidate, states1) if loss1 < loss0 else (zero, states0)
@@ -206,7 +243,7 @@ def collective_recourse(
                 rows((radius * z / torch.linalg.vector_norm(z, dim=1, keepdim=True)).numpy())
             )
         step0 = step_size if step_size is not None else _INITIAL_STEP * eps
-        best, history, best_states = _pgd(objective, feasible, rows, delta, box, eps, step0, steps)
+        best, history, best_states = _pgd(objective, propose, delta, eps, step0, steps)
 
     with torch.no_grad():
         if honest is None:  # started elsewhere than Δ = 0
@@ -228,30 +265,31 @@ def collective_recourse(
     )
 
 
-def _pgd(objective, feasible, rows, delta, box, eps, step, steps):
+def _pgd(objective, propose, delta, eps, step, steps):
     """Monotone projected normalised-gradient descent; returns (Δ, accepted losses,
-    the states θ_1..θ_H at Δ). `rows` picks the members' rows of an (N, d) array and
-    `feasible` maps projected members' rows back to a full Δ.
+    the states θ_1..θ_H at Δ). `propose(Δ, grad, length, out)` gives the projected
+    trial step (in `out` if given) and whether it stalls (moves nothing).
 
     A trial step that does not lower the loss is discarded and the step halved; an
     accepted one lengthens the next by `_GROW` (up to ε). The search ends after `steps`
     trials, when the step falls below `_MIN_STEP`·ε, or at a fixed point of the
     projected step (e.g. every member already on the boundary in its best direction).
     """
+    start = delta
     loss, grad, states = objective(delta)
     history = [float(loss)]
+    spare = None  # a former trial the next one may overwrite (never the caller's start)
     for _ in range(steps):
-        delta_rows = rows(delta.numpy())
-        move = box.step(delta_rows, rows(grad.numpy()), step)
-        trial = feasible(move)
-        moved = np.subtract(rows(trial.numpy()), delta_rows, out=move)
-        if not moved.size or max(moved.max(), -moved.min()) <= _STALL_TOL * max(eps, 1.0):
+        trial, stalled = propose(delta, grad, step, spare)
+        if stalled:
             break
         trial_loss, trial_grad, trial_states = objective(trial)
         if trial_loss < loss:
+            spare = None if delta is start else delta
             delta, loss, grad, states = trial, trial_loss, trial_grad, trial_states
             step = min(step * _GROW, _MAX_STEP * eps)
         else:
+            spare = trial
             step *= 0.5
             if step < _MIN_STEP * eps:
                 break
@@ -285,7 +323,7 @@ def collective_hypergradient(
     if delta_t.shape != Xt.shape:
         raise ConfigError(f"delta has shape {tuple(delta_t.shape)}, X has {tuple(Xt.shape)}")
     loss, grad, _, _ = _loss_and_grad(learner, theta0, Xt, yt, Q, goal_t, delta_t, horizon)
-    return float(loss), grad.numpy()
+    return float(loss), np.asarray(grad)
 
 
 # -- internals -------------------------------------------------------------------------
@@ -359,8 +397,9 @@ def rollout_states(
 
 
 def _loss_and_grad(learner, theta0, X, y, Q, goal, delta, horizon, starts=None, factor=None):
-    """Query loss at Δ, its hypergradient, the states θ_1..θ_H (detached) and, where the
-    learner has one, the Hessian factor of its refit (for the next call's `factor`).
+    """Query loss at Δ, its hypergradient (a tensor or a `LowRankGradient`), the states
+    θ_1..θ_H (detached) and, where the learner has one, the Hessian factor of its refit
+    (for the next call's `factor`).
 
     A learner with a closed-form hypergradient of one refit (`refit_hypergradient`,
     which may decline) skips the autograd graph for horizon 1; `starts` and `factor`
@@ -399,9 +438,11 @@ class _Box:
         self.uniform = bool((self.w == self.w[0]).all())
         self.inv_w2 = 1.0 / self.w**2
 
-    def step(self, delta: np.ndarray, grad: np.ndarray, length: float) -> np.ndarray:
+    def step(
+        self, delta: np.ndarray, grad: np.ndarray, length: float, rows: slice = slice(None)
+    ) -> np.ndarray:
         """Δ + length · (each row's steepest-descent direction of unit cost,
-        ‖w ⊙ direction‖_p = 1), as a new array.
+        ‖w ⊙ direction‖_p = 1), as a new array; `rows`: the members' rows δ and grad hold.
 
         Components that push into a box bound the row already sits on are dropped
         first, so an increase-only or immutable feature does not waste the step
@@ -411,7 +452,8 @@ class _Box:
         """
         if self.bounded:
             d = np.negative(grad)
-            blocked = ((d < 0) & (delta <= self.lo)) | ((d > 0) & (delta >= self.hi))
+            lo, hi = self.lo[rows], self.hi[rows]
+            blocked = ((d < 0) & (delta <= lo)) | ((d > 0) & (delta >= hi))
             d[blocked] = 0.0
             sign = 1.0
         else:

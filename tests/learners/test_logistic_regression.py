@@ -352,3 +352,18 @@ def test_sigmoid_is_the_plain_formula_bit_for_bit():
     softplus, sigmoid = _softplus_sigmoid(z)
     np.testing.assert_array_equal(sigmoid, plain)
     np.testing.assert_array_equal(softplus, np.maximum(z, 0.0) + np.log1p(e))
+
+
+def test_low_rank_gradient_rows_are_the_product_of_its_factors():
+    from recourse_sim.learners.base import LowRankGradient
+
+    rng = np.random.default_rng(2)
+    coefficients, directions = rng.normal(size=(300, 2)), rng.normal(size=(2, 5))
+    scale = rng.uniform(0.5, 2.0, size=5)
+    grad = LowRankGradient(coefficients, directions, scale)
+    dense = coefficients @ directions / scale
+    assert grad.shape == (300, 5)
+    np.testing.assert_allclose(np.asarray(grad), dense, rtol=1e-15)
+    np.testing.assert_allclose(grad.rows(slice(10, 20)), dense[10:20], rtol=1e-15)
+    np.testing.assert_allclose(grad.rows(np.array([3, 1, 299])), dense[[3, 1, 299]], rtol=1e-15)
+    assert np.asarray(grad, dtype=np.float32).dtype == np.float32

@@ -159,6 +159,37 @@ def test_projection_of_many_rows_matches_one_row_at_a_time(a, seed):
     np.testing.assert_allclose(together, alone, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize(
+    "a",
+    [
+        ActionSet(4, p=2, epsilon=1.5),
+        ActionSet(4, p=2, cost_weights=[2.0, 0.0, 2.0, 2.0], epsilon=1.5),
+        ActionSet(4, p=np.inf, lower=-1.0, increase_only=[0], cost_weights=[1, 2, 0, 1]),
+    ],
+)
+@pytest.mark.parametrize("seed", range(5))
+def test_separable_projection_of_parts_equals_the_whole(a, seed):
+    # a separable projection may run over blocks of rows (a descent step over a large
+    # batch does): the same numbers, bit for bit, as projecting the batch whole
+    rng = np.random.default_rng(seed)
+    X = rng.normal(scale=3, size=(40, a.n_features))
+    delta = rng.normal(scale=3, size=(40, a.n_features))
+    project = a.projection(X)
+    assert project.separable
+    whole = project(delta)
+    parts = np.concatenate([project(delta[i : i + 7], slice(i, i + 7)) for i in range(0, 40, 7)])
+    np.testing.assert_array_equal(parts, whole)
+
+
+def test_which_projections_are_separable():
+    X = np.zeros((3, 2))
+    assert ActionSet(2, p=2).projection(X).separable  # the ball's scaling
+    assert ActionSet(2, p=np.inf, lower=0.0).projection(X).separable  # a clip
+    assert not ActionSet(2, p=2, lower=0.0).projection(X).separable  # a search
+    assert not ActionSet(2, p=2, cost_weights=[1.0, 2.0]).projection(X).separable
+    assert not ActionSet(2, p=1).projection(X).separable
+
+
 @pytest.mark.parametrize("p", [1, 2])
 def test_single_actionable_feature_projection_is_a_clip(p):
     a = ActionSet(
