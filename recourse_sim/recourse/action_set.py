@@ -221,12 +221,14 @@ class ActionSet:
         *,
         root_search_only: bool = False,
         multipliers: np.ndarray | None = None,
+        out: np.ndarray | None = None,
     ):
         """`project` on float64 (n, d) arrays; `box` = (lo, hi) of X if already known.
 
         `multipliers`: an (n,) float64 array of the rows' KKT multipliers from a nearby
         projection (NaN: none), where the searches start; it is overwritten with the ones
-        found (see `projection`, which keeps it for a descent's iterates).
+        found (see `projection`, which keeps it for a descent's iterates). `out`: an (n, d)
+        array to write the projection into (e.g. rows of a larger batch), returned.
 
         Shortcuts before the multiplier search: with equal cost weights (p = 2) a row's
         projection onto the ball alone, a scaling, is the answer wherever it lies in the
@@ -256,14 +258,20 @@ class ActionSet:
         if self.p == np.inf:
             # the weighted ∞-ball is a box too: |δ_j| ≤ ε / w_j
             r = np.where(priced, eps / np.where(priced, w, 1.0), np.inf)
-            return np.minimum(np.maximum(delta, np.maximum(lo, -r)), np.minimum(hi, r))
+            return np.minimum(np.maximum(delta, np.maximum(lo, -r)), np.minimum(hi, r), out=out)
         if self.p == 2 and self._uniform_price and not root_search_only:
             # equal weights: the ball alone projects by scaling; where that lands inside
             # the box it is the projection onto box ∩ ball too (the nearest point of a
             # superset, and it lies in the subset). A hair inside ε, as the search ends.
             with np.errstate(divide="ignore", invalid="ignore"):  # δ = 0: 0/0, kept as is
                 scale = np.fmin(1.0, (eps * (1.0 - 1e-14)) / self._norm(delta))[:, None]
-            z = delta * scale if self._all_priced else np.where(priced, delta * scale, delta)
+            if self._all_priced:
+                z = np.multiply(delta, scale, out=out)
+            else:
+                z = np.where(priced, delta * scale, delta)
+                if out is not None:
+                    out[...] = z
+                    z = out
             if box is None:
                 return z
             in_box = ((z >= lo) & (z <= hi)).all(1)
@@ -274,7 +282,11 @@ class ActionSet:
                 if multipliers is not None:
                     multipliers[rest] = found
             return z
-        return self._project_box_ball(delta, lo, hi, root_search_only, multipliers)
+        z = self._project_box_ball(delta, lo, hi, root_search_only, multipliers)
+        if out is None:
+            return z
+        out[...] = z
+        return out
 
     def projection(self, X, box=None) -> RowProjection:
         """`project_rows` for successive δ of the same rows X, e.g. a descent's iterates."""
@@ -439,11 +451,14 @@ class RowProjection:
         self.box = box
         self.multipliers = np.full(len(self.X), np.nan)
 
-    def __call__(self, delta: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
-        """The projection of δ, the new iterate of the rows `rows` of X (default all)."""
+    def __call__(
+        self, delta: np.ndarray, rows: slice = slice(None), out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The projection of δ, the new iterate of the rows `rows` of X (default all),
+        written into `out` if given."""
         box = None if self.box is None else (self.box[0][rows], self.box[1][rows])
         return self.action_set.project_rows(
-            self.X[rows], delta, box, multipliers=self.multipliers[rows]
+            self.X[rows], delta, box, multipliers=self.multipliers[rows], out=out
         )
 
     @property

@@ -214,9 +214,15 @@ def collective_recourse(
             block = slice(start, start + block_rows)
             idx = block if member_idx is None else member_idx[block]
             here = current[idx]
-            moved = box.step(here, slope.rows(idx) if factored else slope[idx], length, block)
-            projected = project(moved, block)
-            trial[idx] = projected
+            if factored:  # its rows are a new array the step may overwrite
+                rows_grad = slope.rows(idx)
+                moved = box.step(here, rows_grad, length, block, out=rows_grad)
+            else:
+                moved = box.step(here, slope[idx], length, block)
+            if member_idx is None:  # the trial's rows are a view: projected in place
+                projected = project(moved, block, out=trial[idx])
+            else:
+                projected = trial[idx] = project(moved, block)
             if stalled:  # (once one block moves, the others need not be checked)
                 np.subtract(projected, here, out=moved)
                 stalled = not max(moved.max(), -moved.min()) > stall  # NaN: not stalled
@@ -439,10 +445,16 @@ class _Box:
         self.inv_w2 = 1.0 / self.w**2
 
     def step(
-        self, delta: np.ndarray, grad: np.ndarray, length: float, rows: slice = slice(None)
+        self,
+        delta: np.ndarray,
+        grad: np.ndarray,
+        length: float,
+        rows: slice = slice(None),
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Δ + length · (each row's steepest-descent direction of unit cost,
-        ‖w ⊙ direction‖_p = 1), as a new array; `rows`: the members' rows δ and grad hold.
+        ‖w ⊙ direction‖_p = 1), written into `out` (may be grad itself) or a new array;
+        `rows`: the members' rows δ and grad hold.
 
         Components that push into a box bound the row already sits on are dropped
         first, so an increase-only or immutable feature does not waste the step
@@ -459,7 +471,7 @@ class _Box:
         else:
             d, sign = grad, -1.0
         if self.p == np.inf:
-            out = np.sign(d)
+            out = np.sign(d, out=out)
             out *= sign * length
             out /= self.w
             out += delta
@@ -471,7 +483,7 @@ class _Box:
             norm = np.sqrt(np.square(d) @ self.inv_w2)
             d = d * self.inv_w2
         scale = np.where(norm > 0, (sign * length) / np.maximum(norm, 1e-300), 0.0)
-        # one pass writes the scaled direction (grad is the caller's: never in place)
-        out = np.multiply(d, scale[:, None])
+        # one pass writes the scaled direction (into grad only if the caller says so)
+        out = np.multiply(d, scale[:, None], out=out)
         out += delta
         return out
