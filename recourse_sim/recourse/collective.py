@@ -190,7 +190,7 @@ def collective_recourse(
     n_members = n if member_idx is None else len(member_idx)
     # A separable projection lets a step run over blocks of rows that stay in cache:
     # the same numbers with a fraction of the passes over large (N, d) arrays.
-    block_rows = n_members
+    block_rows = max(n_members, 1)
     if project.separable:
         block_rows = max(_BLOCK_BYTES // (8 * max(Xt.shape[1], 1)), 1)
 

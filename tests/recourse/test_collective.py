@@ -439,6 +439,14 @@ def test_descent_over_blocks_of_rows_equals_the_whole_batch(p, bounds, members, 
         assert not blocks.delta[~chosen].any()
 
 
+def test_no_members_is_a_fixed_point():
+    learner, X, y, queries, _ = _refit_problem("window", False)
+    none = np.zeros(len(X), bool)
+    res = collective_recourse(learner, X, y, queries, 1, ActionSet(X.shape[1]), members=none)
+    assert not res.delta.any()
+    assert len(res.loss_history) == 1
+
+
 def test_rejected_trials_are_overwritten_not_kept():
     # a step that raises the loss is discarded and its array reused for the next
     # trial: the descent still returns the best iterate, and non-members stay at 0
