@@ -439,10 +439,11 @@ def test_descent_over_blocks_of_rows_equals_the_whole_batch(p, bounds, members, 
         assert not blocks.delta[~chosen].any()
 
 
-def test_no_members_is_a_fixed_point():
+@pytest.mark.parametrize("p", [1, 2])  # a projection by search, and a separable one
+def test_no_members_is_a_fixed_point(p):
     learner, X, y, queries, _ = _refit_problem("window", False)
     none = np.zeros(len(X), bool)
-    res = collective_recourse(learner, X, y, queries, 1, ActionSet(X.shape[1]), members=none)
+    res = collective_recourse(learner, X, y, queries, 1, ActionSet(X.shape[1], p=p), members=none)
     assert not res.delta.any()
     assert len(res.loss_history) == 1
 
