@@ -269,21 +269,16 @@ class ActionSet:
                 z = np.multiply(delta, scale, out=out)
             else:
                 z = np.where(priced, delta * scale, delta)
-                if out is not None:
-                    out[...] = z
-                    z = out
-            if box is None:
-                return z
-            in_box = ((z >= lo) & (z <= hi)).all(1)
-            if not in_box.all():
+            in_box = None if box is None else ((z >= lo) & (z <= hi)).all(1)
+            if in_box is not None and not in_box.all():
                 rest = ~in_box
                 found = None if multipliers is None else multipliers[rest]
                 z[rest] = self._project_box_ball(delta[rest], lo[rest], hi[rest], False, found)
                 if multipliers is not None:
                     multipliers[rest] = found
-            return z
-        z = self._project_box_ball(delta, lo, hi, root_search_only, multipliers)
-        if out is None:
+        else:
+            z = self._project_box_ball(delta, lo, hi, root_search_only, multipliers)
+        if out is None or z is out:
             return z
         out[...] = z
         return out
