@@ -1,10 +1,11 @@
 """MkDocs hook: the scenario reference, generated at build time from the pydantic models
-of `recourse_sim.scenarios` (their fields, types and defaults) and the comment beside or
+of the `recourse_sim.scenarios` package (their fields, types and defaults) and the comment beside or
 above each field in the source, so the page cannot drift from the code."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import io
 import tokenize
@@ -23,10 +24,13 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 def scenario_reference() -> str:
     """Markdown: one section per model reachable from `Scenario`, a table of its fields."""
+    import pkgutil
+
     from recourse_sim import scenarios
 
-    source = inspect.getsource(scenarios)
-    comments = _field_comments(source)
+    comments: dict[tuple[str, str], str] = {}
+    for module in pkgutil.iter_modules(scenarios.__path__, prefix="recourse_sim.scenarios."):
+        comments |= _field_comments(inspect.getsource(importlib.import_module(module.name)))
     order: list[type[BaseModel]] = []
     _collect(scenarios.Scenario, order)
     out = []

@@ -3,8 +3,11 @@ table, so a code change that moves a paper number fails here. Slow (seconds to a
 each); run with ``pytest -m slow tests/test_pinned_tables.py``.
 
 Tolerances: the OAR tables are stored at full precision and re-derived on the same
-code path, so they agree to solver tolerance (rtol 1e-6; the digits VAE trains in
-float32, rtol 1e-4). The GenRe and Ross CSVs are written to 4 decimals: the re-derived
+code path, so they agree to solver tolerance (rtol 1e-6). The digits table sits on a VAE
+embedding trained in float32, whose minibatch descent amplifies the last bits of the CPU's
+matrix kernels: the same seed gives losses 0.5 % apart on an AVX-512 machine and 2 %
+apart with AVX2 kernels forced (``ATEN_CPU_CAPABILITY=avx2``), so digits is pinned to
+rtol 3e-2 (a change of method still moves it by far more). The GenRe and Ross CSVs are written to 4 decimals: the re-derived
 numbers must lie within 1.1e-4 of them (the rounding half-unit 5e-5, plus float noise).
 """
 
@@ -18,6 +21,7 @@ import pytest
 
 RESULTS = Path(__file__).resolve().parents[1] / "analyses" / "results"
 FOUR_DECIMALS = 1.1e-4  # 5e-5 rounding of the CSV plus float noise
+DIGITS_RTOL = 3e-2  # float32 VAE training differs across CPU instruction sets (docstring)
 
 pytestmark = [
     pytest.mark.slow,
@@ -46,7 +50,7 @@ def test_oar_digits_table_is_pinned(analysis_script):
     individual and collective losses at every budget."""
     table, committed = _oar_paper_table(analysis_script("oar_figure2"), "digits")
     for col in ("eps", "individual_loss", "collective_loss"):
-        np.testing.assert_allclose(table[col], committed[col], rtol=1e-4, err_msg=col)
+        np.testing.assert_allclose(table[col], committed[col], rtol=DIGITS_RTOL, err_msg=col)
 
 
 def test_genre_german_baseline_rows_are_pinned(analysis_script):

@@ -1,0 +1,310 @@
+"""Checks that need the world: feature, group and class names, memory budgets, the
+learner's settings, CSV contents."""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from pathlib import Path
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios.decision import pare_min_calibration
+from recourse_sim.scenarios.learner import _RECOURSE_TRAINING_KEYS
+from recourse_sim.scenarios.scenario import Scenario
+from recourse_sim.scenarios.world import (
+    CsvWorld,
+    DatasetWorld,
+    FicoWorld,
+    GaussianWorld,
+    SchoolWorld,
+)
+
+
+def world_feature_names(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[str, ...]:
+    """The feature names a world produces (loads a bundled dataset if needed; cached)."""
+    if isinstance(world, SchoolWorld):
+        from recourse_sim.data import SCHOOL_FEATURES
+
+        return SCHOOL_FEATURES
+    if isinstance(world, FicoWorld):
+        return ("score",)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        return tuple(load(world.name).feature_names)
+    if isinstance(world, GaussianWorld):
+        return tuple(f"x{j + 1}" for j in range(len(world.means[0])))
+    if world.columns is None:  # inferred from the file (read and cached by then)
+        from recourse_sim.data.csv_world import read_csv_world
+
+        return read_csv_world(world).feature_names
+    return tuple(world.columns)
+
+
+def _check_class_numbers(scenario: Scenario, data, fail) -> None:
+    """Refuse class numbers (``labels``, ``goal``) that would mean other label values
+    than they say: a binary label is coded 1 = favourable, so with numeric values and
+    ``favourable: 0`` the number 0 would name the people whose label is 1."""
+    from recourse_sim.data.csv_world import renumbered
+
+    if not renumbered(data):
+        return
+    coding = ", ".join(f"value {v} is class {i}" for i, v in enumerate(data.class_values))
+    named = [("query.labels", scenario.query.labels)]
+    for pname, pop in scenario.populations.items():
+        named.append((f"populations.{pname}.labels", pop.labels))
+        query = getattr(pop, "query", None)
+        if query is not None:
+            named.append((f"populations.{pname}.query.labels", query.labels))
+    for path, classes in named:
+        if classes:
+            fail(
+                path,
+                f"classes are numbered 1 = favourable, 0 = not (the label's {coding}); "
+                f"{list(classes)} would name the label values "
+                f"{[data.class_values[c] for c in classes if 0 <= c < len(data.class_values)]}: "
+                "write the class numbers, or recode the label column so that 1 is favourable",
+            )
+
+
+def check_classes(scenario: Scenario, n_classes: int) -> None:
+    """Goals and label filters must be classes of the world (0..k-1)."""
+
+    def check(path: str, values: list[int] | None) -> None:
+        for v in values or []:
+            if not 0 <= v < n_classes:
+                raise ConfigError(
+                    f"{scenario.source}: {path}: class {v} out of range; the world has "
+                    f"{n_classes} classes (0..{n_classes - 1})"
+                )
+
+    check("query.goal", [scenario.query.goal])
+    check("query.labels", scenario.query.labels)
+    for name, pop in scenario.populations.items():
+        check(f"populations.{name}.labels", pop.labels)
+        query = getattr(pop, "query", None)
+        if query is not None:
+            check(f"populations.{name}.query.goal", [query.goal])
+            check(f"populations.{name}.query.labels", query.labels)
+
+
+def _n_classes(world) -> int:
+    """The number of classes of a world's labels."""
+    if isinstance(world, GaussianWorld):
+        return len(world.means)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        return load(world.name).n_classes
+    if isinstance(world, CsvWorld):
+        from recourse_sim.data.csv_world import read_csv_world
+
+        return read_csv_world(world).n_classes
+    return 2  # school (H1 or not), FICO (repay or not)
+
+
+def world_group_names(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[str, ...] | None:
+    """The group names of a world (None when they are only known from the CSV's rows)."""
+    if isinstance(world, SchoolWorld):
+        return ("N1", "N2")
+    if isinstance(world, FicoWorld):
+        return tuple(world.groups)
+    if isinstance(world, DatasetWorld):
+        from recourse_sim.data import load
+
+        ds = load(world.name)
+        return tuple(ds.group_labels) if ds.group_labels else ("all",)
+    if isinstance(world, GaussianWorld):
+        return ("data", "query")
+    return None
+
+
+def _check_budgets(scenario: Scenario, d: int, fail) -> None:
+    """Every declared count of people against this machine's memory (before anything
+    is allocated)."""
+    from recourse_sim.budget import rows_over_budget
+
+    world = scenario.world
+    n, field = cohort_size(world)
+    counts = [(field, n, "people a round")]
+    if hasattr(world, "history_size"):
+        counts.append(("world.history_size", world.history_size, "history rows"))
+    people = getattr(world, "people", None)
+    if people is not None and people.initial is not None:
+        counts.append(("world.people.initial", people.initial, "people"))
+    for field, n, what in counts:
+        problem = rows_over_budget(n, d, what)
+        if problem:
+            fail(field, problem)
+
+
+def cohort_size(
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+) -> tuple[int, str]:
+    """People in one cohort of a world, and the field that sets it."""
+    if isinstance(world, FicoWorld):
+        return world.n_applicants, "world.n_applicants"
+    if isinstance(world, GaussianWorld):
+        return sum(world.class_sizes) + world.query_size, "world.class_sizes + world.query_size"
+    return world.cohort_size, "world.cohort_size"
+
+
+def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path) -> None:
+    """Cross-field checks: feature and group names, learner, CSV contents."""
+
+    def fail(path: str, message: str) -> None:
+        raise ConfigError(f"{source}: {path}: {message}")
+
+    world = scenario.world
+    if isinstance(world, FicoWorld):
+        from recourse_sim.data import FICO_GROUPS
+
+        for i, g in enumerate(world.groups):
+            if g not in FICO_GROUPS:
+                fail(
+                    f"world.groups.{i}",
+                    f"unknown FICO group {g!r} (valid: {', '.join(FICO_GROUPS)})",
+                )
+    if isinstance(world, CsvWorld):
+        resolved = (base_dir / world.path).resolve()
+        world.path = str(resolved)
+        from recourse_sim.data.csv_world import read_csv_world
+
+        data = read_csv_world(world, source)  # validates the file (cached)
+        _check_class_numbers(scenario, data, fail)
+    names = world_feature_names(world)
+    _check_budgets(scenario, len(names), fail)
+    check_classes(scenario, _n_classes(world))
+
+    def check_names(path: str, values: list[str] | dict | str | None) -> None:
+        if isinstance(values, str):  # (features.cost: std)
+            return
+        for i, f in enumerate(values or []):
+            if f not in names:
+                close = difflib.get_close_matches(f, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                key = f"{path}.{f}" if isinstance(values, dict) else f"{path}.{i}"
+                fail(key, f"unknown feature {f!r}{hint} (features: {', '.join(names)})")
+
+    rules = scenario.features
+    for field in ("actionable", "immutable", "increase_only", "decrease_only", "proxy"):
+        check_names(f"features.{field}", getattr(rules, field))
+    for field in ("lower", "upper", "max_change", "cost"):
+        check_names(f"features.{field}", getattr(rules, field))
+    for pname, pop in scenario.populations.items():
+        for field in ("actionable", "increase_only", "decrease_only"):
+            check_names(f"populations.{pname}.{field}", getattr(pop, field))
+        if pop.strategy == "collective_signal":
+            check_names(f"populations.{pname}.signal", pop.signal)
+        both = set(pop.increase_only) & set(pop.decrease_only)
+        if both:
+            fail(
+                f"populations.{pname}",
+                f"feature {sorted(both)[0]!r} is both increase_only and decrease_only",
+            )
+
+    persistent = isinstance(world, FicoWorld) or world.people is not None
+    for pname, pop in scenario.populations.items():
+        if getattr(pop, "reapply", None) == "next_round" and not persistent:
+            fail(
+                f"populations.{pname}.reapply",
+                "'next_round' needs people who stay and apply again (set world.people; "
+                f"a {world.kind} world without it draws new people every round)",
+            )
+
+    groups = world_group_names(world)
+    if groups is None:
+        from recourse_sim.data.csv_world import read_csv_world
+
+        groups = read_csv_world(world, source).group_labels
+
+    def check_groups(path: str, values: list[str] | dict | None) -> None:
+        for i, g in enumerate(values or []):
+            if g not in groups:
+                close = difflib.get_close_matches(str(g), groups, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                key = f"{path}.{g}" if isinstance(values, dict) else f"{path}.{i}"
+                fail(key, f"unknown group {g!r}{hint} (groups: {', '.join(groups)})")
+
+    check_groups("query.groups", scenario.query.groups)
+    check_groups("decision.group_thresholds", scenario.decision.group_thresholds)
+    for pname, pop in scenario.populations.items():
+        check_groups(f"populations.{pname}.groups", pop.groups)
+        if pop.strategy in (
+            "collective_oar",
+            "controlled",
+            "collective_blackbox",
+            "collective_signal",
+        ):
+            check_groups(f"populations.{pname}.graph.seed_groups", pop.graph.seed_groups)
+            if pop.query is not None:
+                check_groups(f"populations.{pname}.query.groups", pop.query.groups)
+
+    from recourse_sim.learners import LEARNERS, learner_class, make_learner
+
+    spec = scenario.learner
+    if learner_class(spec.type) is None:
+        close = difflib.get_close_matches(spec.type, list(LEARNERS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        fail("learner.type", f"unknown learner {spec.type!r}{hint} (valid: {', '.join(LEARNERS)})")
+    if spec.recourse_loss_weight > 0:
+        supported = [
+            name
+            for name, cls in LEARNERS.items()
+            if set(_RECOURSE_TRAINING_KEYS) <= set(cls._get_param_names())
+        ]
+        if spec.type not in supported:
+            fail(
+                "learner.recourse_loss_weight",
+                f"learner {spec.type!r} has no recourse-aware training "
+                f"(got {spec.recourse_loss_weight!r}; supported: {', '.join(supported)})",
+            )
+    rule = scenario.decision
+    if rule.rule == "pare":
+        n, where = cohort_size(world)
+        need = pare_min_calibration(rule.pare.epsilon, rule.pare.alpha)
+        if n < need:
+            fail(
+                "decision.pare",
+                f"epsilon={rule.pare.epsilon:g}, alpha={rule.pare.alpha:g} need at least "
+                f"{need} calibration rows ((1 - epsilon)^n <= alpha), but a cohort has {n} "
+                f"({where}); raise it or loosen epsilon/alpha",
+            )
+    try:
+        params = spec.learner_params(LEARNERS[spec.type]._get_param_names())
+    except ValueError as exc:
+        fail("learner.standardize", str(exc))
+    try:
+        # names are checked here; values when the environment fits the learner
+        make_learner(spec.type, update_rule=spec.update_rule, window=spec.window, **params)
+    except ConfigError as exc:
+        fail("learner", str(exc))
+    except TypeError as exc:
+        fail("learner.params", f"{exc} (got {spec.params!r})")
+    for pname, pop in scenario.populations.items():
+        if pop.strategy != "collective_blackbox" or not pop.assumed_params:
+            continue
+        field = f"populations.{pname}.assumed_params"
+        fixed = sorted(set(pop.assumed_params) & {"update_rule", "window"})
+        if fixed:
+            fail(field, f"{fixed[0]!r} is not a hyperparameter here (use assumed_update_rule)")
+        fixed = sorted(set(pop.assumed_params) & {"standardize", *_RECOURSE_TRAINING_KEYS})
+        if fixed:
+            fail(field, f"{fixed[0]!r} is the learner's, set by the environment")
+        try:
+            assumed = {**params, **pop.assumed_params}
+            model = make_learner(spec.type, update_rule="frozen", **assumed)
+            # values are checked by a fit, here on two rows (one per class)
+            import numpy as np
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.fit(np.repeat([[0.0], [1.0]], len(names), axis=1), np.array([0, 1]))
+        except ConfigError as exc:
+            fail(field, str(exc))
+        except TypeError as exc:
+            fail(field, f"{exc} (got {pop.assumed_params!r})")

@@ -1,0 +1,234 @@
+"""The ``populations`` section: who acts and how (one strategy per population)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from recourse_sim.scenarios.base import (
+    GenreGamma,
+    NonNegative,
+    Positive,
+    PositiveInt,
+    Probability,
+    _Model,
+    _nonempty_restriction,
+)
+from recourse_sim.scenarios.query import QuerySpec
+
+STRATEGIES: tuple[str, ...] = (
+    "truthful",
+    "individual",
+    "collective_oar",
+    "controlled",
+    "genre",
+    "collective_blackbox",
+    "collective_signal",
+)
+"""Population strategies a scenario may name (`recourse_sim.agents.REGISTRY` implements them)."""
+
+
+class SocialGraphSpec(_Model):
+    """Who hears a collective's plan: a social graph over its eligible members.
+
+    ``complete``: everyone eligible hears it. ``sbm``: a stochastic block model over the
+    members with blocks = groups, then an independent cascade from seed members.
+    ``networkx``: any networkx generator ``generator(n, **params, seed=...)``.
+    """
+
+    kind: Literal["complete", "sbm", "networkx"] = "complete"  # graph family
+    mean_degree: Positive = 8.0  # sbm: expected contacts per member
+    homophily: Probability = 0.8  # sbm: expected share of a member's contacts in its own group
+    generator: str | None = None  # networkx: generator name, e.g. watts_strogatz_graph
+    params: dict[str, Any] = {}  # networkx: generator arguments besides n and seed
+    seed_fraction: Probability = 0.05  # share of eligible members who start with the plan
+    seed_groups: list[str] | None = None  # organisers come from these groups (None: any)
+    spread: Probability = 0.3  # cascade: probability that a contact passes the plan on
+
+    @model_validator(mode="after")
+    def _generator_given(self) -> SocialGraphSpec:
+        if self.kind == "networkx" and not self.generator:
+            raise ValueError("kind 'networkx' needs generator (a networkx generator name)")
+        return self
+
+
+class _Population(_Model):
+    groups: list[str] | None = None  # eligible groups (None: every group)
+    # eligible labels (individuals: their true outcome; collectives: their training label)
+    labels: list[int] | None = None
+    participation: Probability = 1.0  # alpha: share of the eligible (and reached) who act
+    epsilon: NonNegative = 1.0  # budget: largest cost of one person's change (cost units)
+    actionable: list[str] | None = None  # restrict changes to these features (None: all actionable)
+    increase_only: list[str] = []  # extra monotonicity for this population
+    decrease_only: list[str] = []  # extra monotonicity for this population
+
+    @field_validator("groups", "labels")
+    @classmethod
+    def _not_empty(cls, v: list | None, info: ValidationInfo) -> list | None:
+        return _nonempty_restriction(v, info)
+
+
+class UniformTolerance(_Model):
+    """Effort tolerances spread evenly between `low` and `high`."""
+
+    kind: Literal["uniform"]
+    low: NonNegative = 0.0  # smallest tolerance (cost units)
+    high: NonNegative  # largest tolerance (cost units)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformTolerance:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        return self
+
+
+class LognormalTolerance(_Model):
+    """Effort tolerances whose logarithm is normal: most near `median`, a long upper tail."""
+
+    kind: Literal["lognormal"]
+    median: Positive  # median tolerance (cost units)
+    sigma: NonNegative = 0.5  # standard deviation of the log tolerance
+
+
+Tolerance = Annotated[
+    Union[UniformTolerance, LognormalTolerance],  # noqa: UP007 (discriminated)
+    Field(discriminator="kind"),
+]
+
+
+class TruthfulPopulation(_Population):
+    """Reports truthfully and never seeks recourse (the default for everyone)."""
+
+    strategy: Literal["truthful"]
+
+
+class _Seekers(_Population):
+    """How rejected people act on their recourse (recourse-game's adaptation types:
+    participation α < 1 is its binary adaptation, `move` < 1 its continuous one).
+
+    A seeker's change is their recourse δ scaled by min(`move`, τ / cost(δ), s*):
+    `move` of the way, never more than their own effort tolerance τ (drawn once per
+    person from `tolerance`, by the person's effort quantile; cost is a norm, so the
+    scaled change costs that share of cost(δ) and stays in the action set), and with
+    `just_enough` no further than s*, the least share of δ that gets this round's
+    favourable decision (found by bisection; all of δ when δ does not get it).
+    """
+
+    # when seekers are decided on their changed reports: again in this round, or when
+    # they apply next round (needs people who stay: world.people, or the fico world)
+    reapply: Literal["same_round", "next_round"] = "same_round"
+    move: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0  # share of the way moved per round
+    # stop along the recourse where this round's decision flips (its threshold or cut-off
+    # score), as recourse-game's agents move to the threshold
+    just_enough: bool = False
+    tolerance: Tolerance | None = None  # per-person effort tolerance (None: up to epsilon)
+    # min_cost: the least-cost change in the action set that gets this round's favourable
+    # decision (none if it costs more than epsilon); budget: the change within epsilon that
+    # maximises the favourable probability (OAR Eq. 2), whatever it costs
+    objective: Literal["min_cost", "budget"] = "min_cost"
+    # min_cost: clear the decision's score by this much probability (robust to small noise)
+    margin: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+
+
+class IndividualPopulation(_Seekers):
+    """People who got the unfavourable decision change their own features: their cheapest
+    recourse, or with `objective: budget` OAR Eq. 2's."""
+
+    strategy: Literal["individual"]
+    method: Literal["pgd", "wachter", "linear"] = "pgd"  # individual recourse method
+    steps: PositiveInt = 20  # gradient steps (pgd, wachter)
+
+
+class GenrePopulation(_Seekers):
+    """Rejected people follow a recourse sampled from GenRe (Garg, Nagalapatti & Sarawagi),
+    a generative model of where similar people ended up favourably, refit every few
+    rounds on the rows the deployed model trains on; the sample is projected into the
+    population's action set and budget."""
+
+    strategy: Literal["genre"]
+    retrain_every: PositiveInt = 5  # rounds between refits of the GenRe model (rounds)
+    memory: PositiveInt = 2000  # latest observed training rows kept for refits (rows)
+    epochs: PositiveInt = 30  # passes over GenRe's sources per refit (minibatches of 64 pairs)
+    layers: PositiveInt = 1  # transformer layers in GenRe's encoder and, separately, decoder
+    samples: PositiveInt = 10  # best-of-k: samples drawn per person, the model's favourite kept
+    temperature: Positive = 10.0  # tau: multiplies GenRe's logits (larger: nearer the mode)
+    lam: NonNegative = 5.0  # lambda of GenRe's pairing, per standard deviation of l1 distance
+    gamma: GenreGamma = 0.7  # GenRe's targets: favourable rows the model scores above it
+
+
+class _Collective(_Population):
+    # eligible by this round's decision
+    decisions: Literal["any", "favourable", "unfavourable"] = "any"
+    graph: SocialGraphSpec = SocialGraphSpec()  # who hears the plan
+    query: QuerySpec | None = None  # whom it acts for (None: the scenario's query)
+
+
+class CollectiveOarPopulation(_Collective):
+    """Training-data subjects perturbing their reports by OAR (Eq. 3) for the query group."""
+
+    strategy: Literal["collective_oar"]
+    horizon: PositiveInt = 1  # look-ahead: rounds of updates the plan is optimised over
+    steps: PositiveInt = 10  # projected-gradient steps of the OAR solver
+    solver: Literal["pgd", "fgm"] = "pgd"  # OAR solver (fgm: the paper's one-step heuristic)
+
+
+class CollectiveBlackboxPopulation(_Collective):
+    """Training-data subjects running OAR against a surrogate of the deployed model: a model
+    of the assumed family and update rule fitted to the answers the deployed model gives
+    to at most `budget` reports a round (decisions or scores), updated like the learner."""
+
+    strategy: Literal["collective_blackbox"]
+    access: Literal["decisions", "scores"] = "scores"  # what a submitted report reveals
+    budget: PositiveInt | None = 200  # reports answered by the model a round (None: no limit)
+    # the update rule the collective assumes (None: the learner's own, a correct assumption)
+    assumed_update_rule: Literal["refit", "window", "sgd", "frozen"] | None = None
+    # hyperparameters the collective assumes where they differ from the learner's
+    # (e.g. {C: 0.1}; {}: the learner's own, a correct assumption)
+    assumed_params: dict[str, Any] = {}
+    memory: PositiveInt = 2000  # latest answered reports kept for fitting the surrogate
+    horizon: PositiveInt = 1  # look-ahead: rounds of updates the plan is optimised over
+    steps: PositiveInt = 10  # projected-gradient steps of the OAR solver
+
+
+class CollectiveSignalPopulation(_Collective):
+    """Training-data subjects planting a signal (Hardt et al. 2023): each member reports
+    its features moved by `signal` (projected into its action set) and, with
+    `set_label`, the label `target`; query subjects then carry the same signal."""
+
+    strategy: Literal["collective_signal"]
+    signal: dict[str, float]  # feature -> offset added by each member (feature units)
+    target: int = Field(1, ge=0)  # the label members report with set_label, and the goal
+    set_label: bool = False  # members report `target` as their label (a crowd-labelling world)
+
+    @field_validator("signal")
+    @classmethod
+    def _signal_given(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ValueError("an empty signal changes nothing; give feature: offset pairs")
+        return v
+
+
+class ControlledPopulation(_Collective):
+    """Training-data subjects applying the environment's action (a shared direction per class)."""
+
+    strategy: Literal["controlled"]
+
+
+Population = Annotated[
+    Union[  # noqa: UP007 (discriminated)
+        TruthfulPopulation,
+        IndividualPopulation,
+        CollectiveOarPopulation,
+        ControlledPopulation,
+        GenrePopulation,
+        CollectiveBlackboxPopulation,
+        CollectiveSignalPopulation,
+    ],
+    Field(discriminator="strategy"),
+]

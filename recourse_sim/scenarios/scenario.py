@@ -1,0 +1,71 @@
+"""The scenario itself: every section in one validated model."""
+
+from __future__ import annotations
+
+import yaml
+from pydantic import (
+    PrivateAttr,
+    model_validator,
+)
+
+from recourse_sim.scenarios.base import PositiveInt, _Model
+from recourse_sim.scenarios.decision import DecisionRule, LabelRule
+from recourse_sim.scenarios.features import FeatureRules
+from recourse_sim.scenarios.learner import LearnerSpec
+from recourse_sim.scenarios.populations import Population
+from recourse_sim.scenarios.query import QuerySpec, RewardSpec
+from recourse_sim.scenarios.world import World
+
+
+class Scenario(_Model):
+    """A validated scenario (see the module docstring for the meaning of each block)."""
+
+    name: str  # scenario name (defaults to the file name)
+    description: str = ""  # one paragraph for humans
+    rounds: PositiveInt = 50  # default number of rounds of an episode
+    world: World  # where people come from
+    features: FeatureRules = FeatureRules()  # who can change what
+    learner: LearnerSpec = LearnerSpec()  # the deployed model
+    decision: DecisionRule = DecisionRule()  # probabilities -> decisions
+    labels: LabelRule = LabelRule()  # which outcomes the learner sees
+    query: QuerySpec = QuerySpec()  # the group collectives act for
+    populations: dict[str, Population] = {}  # who acts, by name
+    reward: RewardSpec = RewardSpec()  # the environment's reward
+    # several controlled populations, each its own agent (PettingZoo ParallelEnv only)
+    multi_agent: bool = False
+
+    _source: str = PrivateAttr(default="<dict>")
+
+    @property
+    def source(self) -> str:
+        """The file this scenario was loaded from (or ``<dict>``)."""
+        return self._source
+
+    @model_validator(mode="after")
+    def _one_controlled(self) -> Scenario:
+        controlled = self.controlled_populations
+        if len(controlled) > 1 and not self.multi_agent:
+            raise ValueError(
+                f"at most one controlled population per environment, got {controlled} "
+                "(set multi_agent: true to make each its own agent in the PettingZoo "
+                "ParallelEnv recourse_sim.env.multi.RecourseParallelEnv)"
+            )
+        return self
+
+    @property
+    def controlled(self) -> str | None:
+        """Name of the population the environment's action drives (None if there is none).
+
+        A `RecourseEnv` has at most one; with ``multi_agent: true`` the PettingZoo
+        `RecourseParallelEnv` drives each of several as its own agent.
+        """
+        return next((k for k, p in self.populations.items() if p.strategy == "controlled"), None)
+
+    @property
+    def controlled_populations(self) -> list[str]:
+        """Names of every controlled population, in scenario order."""
+        return [k for k, p in self.populations.items() if p.strategy == "controlled"]
+
+    def to_yaml(self) -> str:
+        """The resolved scenario as YAML; `load_scenario` reads it back to an equal scenario."""
+        return yaml.safe_dump(self.model_dump(mode="python"), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,262 @@
+"""The ``world`` section: where people come from (school, FICO, a bundled dataset, any CSV
+file, Gaussian classes) and the outcome oracle of tabular worlds."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from recourse_sim.scenarios.base import (
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    Probability,
+    _Model,
+)
+
+
+class OracleSpec(_Model):
+    """The outcome oracle of tabular worlds: a calibrated random forest (see
+    `recourse_sim.env.oracle`)."""
+
+    # cross: each half of the rows is scored by the forest fit on the other half (no row
+    # by a model that saw it); all: one forest fit on every row
+    fit: Literal["cross", "all"] = "cross"
+    # a registered outcome model instead of the forest (`recourse_sim.env.oracle`:
+    # register_outcome_model, or the entry point group recourse_sim.outcome_models)
+    model: str | None = None
+
+    # number of trees in the forest (a forest of 5,000 already takes minutes to fit)
+    trees: Annotated[int, Field(ge=1, le=5000)] = 100
+    min_samples_leaf: PositiveInt = 5  # smallest leaf (rows); larger = smoother probabilities
+    # random_state of the forest (the oracle is part of the world, not the episode)
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
+
+
+class PeopleSpec(_Model):
+    """People who stay from round to round (a world without it draws a fresh cohort).
+
+    Round 1's applicants are `initial` newcomers. After each round, people given the
+    favourable decision leave (or, with `return_after`, apply again that many rounds
+    later, as borrowers do); the others stay and apply again next round with the
+    reports and true features their recourse left them; `newcomers` people arrive; and
+    anyone `max_rounds` rounds after their arrival leaves. Every person keeps a stable
+    id (``person`` in people.csv) and the outcome noise drawn on arrival.
+    """
+
+    initial: PositiveInt | None = None  # people applying in round 1 (people; None: cohort_size)
+    newcomers: NonNegativeInt  # people arriving each round from round 2 on (people per round)
+    # rounds after a favourable decision before a person applies again (None: they leave)
+    return_after: PositiveInt | None = None
+    max_rounds: PositiveInt | None = None  # rounds anyone stays after arriving (None: no cap)
+
+
+class SchoolWorld(_Model):
+    """The OAR paper's school district (`recourse_sim.data.school_world`), a new cohort a year.
+
+    The first model is fit on `history_size` students labelled by the biased historical
+    admission rule (``y_hist``). Every year the district retrains on the success it
+    *records* (``training_label: recorded``): a record that, like the history, credits
+    extracurricular activities (the cohort's ``y_hist``, computed from the features at
+    the start of the year), so the proxy keeps its grip unless someone acts; or on the
+    true outcome (``true_outcome``: thriving in H1, causal features only). The other
+    fields are `school_world`'s keyword arguments.
+    """
+
+    kind: Literal["school"]
+    # what the district retrains on: its success record, or the true outcome
+    training_label: Literal["recorded", "true_outcome"] = "recorded"
+    cohort_size: PositiveInt = 2000  # 8th graders assigned each round (students)
+    history_size: PositiveInt = 5000  # historical records the first model is fit on (students)
+    frac_n2: Probability = 0.5  # probability that a student lives in N2
+    ability_gap: float = 0.0  # mean ability of N1 minus N2 (ability SD units)
+    extracurricular_rate_n1: NonNegative = 3.0  # mean activities per N1 student (count)
+    extracurricular_rate_n2: NonNegative = 1.0  # mean activities per N2 student (count)
+    h1_capacity: Probability = 0.4  # share historically admitted to H1 (labels of the history)
+    proxy_weight: float = 1.5  # weight of standardised extracurriculars in historical admission
+    admission_noise: NonNegative = 0.5  # SD of the historical admission noise (merit units)
+    query_quantile: Probability = 0.75  # S = N2 students above this cohort merit quantile
+    outcome_threshold: float = 0.0  # merit at which the true outcome is a coin flip
+    outcome_sharpness: Positive = 2.0  # slope of the true-outcome logistic (per merit unit)
+    people: PeopleSpec | None = None  # students who stay and apply again (None: new each year)
+
+    def generator_kwargs(self) -> dict[str, float]:
+        """The keyword arguments of `school_world` (everything but kind, sizes and people)."""
+        return self.model_dump(
+            exclude={"kind", "cohort_size", "history_size", "training_label", "people"}
+        )
+
+
+class FicoWorld(_Model):
+    """Liu et al. (2018) delayed-impact lending on the FICO TransRisk data.
+
+    Persistent applicants keep a credit score (FICO points, 300-850; the data's
+    TransRisk score s in 0-100 maps to 300 + 5.5 s). Every round each applicant applies;
+    an approved loan is repaid with the group's repayment probability at that score,
+    moving the score by +repay_gain, or defaults, moving it by -default_loss (clipped).
+    """
+
+    kind: Literal["fico"]
+    groups: list[str] = ["white", "black"]  # FICO groups in the population
+    shares: list[Probability] | None = None  # population share per group (default: FICO sizes)
+    n_applicants: PositiveInt = 2000  # persistent applicants (people)
+    history_size: PositiveInt = 2000  # past applicants with observed outcomes fitting model 0
+    repay_gain: NonNegative = 75.0  # score change on repayment (FICO points)
+    default_loss: NonNegative = 150.0  # score drop on default (FICO points)
+
+    @field_validator("groups")
+    @classmethod
+    def _some_groups(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("needs at least one group")
+        return v
+
+    @field_validator("shares")
+    @classmethod
+    def _shares_match(cls, v: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        groups = info.data.get("groups")
+        if v is not None and groups is not None:
+            if len(v) != len(groups):
+                raise ValueError(f"{len(v)} shares for {len(groups)} groups")
+            if not math.isclose(sum(v), 1.0, abs_tol=1e-6):
+                raise ValueError(f"shares must sum to 1, they sum to {sum(v):g}")
+        return v
+
+
+class DatasetWorld(_Model):
+    """Rows of a bundled dataset (`recourse_sim.data.load`), a fresh sample each round."""
+
+    kind: Literal["dataset"]
+    name: Literal["adult", "compas", "german", "iris", "digits"]  # bundled dataset
+    cohort_size: PositiveInt = 500  # rows drawn (with replacement) each round (people)
+    history_size: PositiveInt = 1000  # rows the first model is fit on (people)
+    # true outcome: drawn from the oracle at the true features, or the row's own label
+    outcome: Literal["oracle", "label"] = "oracle"
+    oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
+    favourable: int = Field(1, ge=0)  # class index of the favourable outcome
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
+
+
+ColumnType = Literal["numeric", "integer", "binary"]
+
+
+class GroupBins(_Model):
+    """Groups from a numeric column cut into bins: ``[bins[i], bins[i+1])`` is group
+    ``labels[i]`` (a value outside every bin is a bad cell, see `CsvWorld.missing`)."""
+
+    column: str  # the numeric column to cut
+    bins: list[float]  # increasing bin edges (at least two)
+    labels: list[str]  # one name per bin (len(bins) - 1)
+
+    @model_validator(mode="after")
+    def _edges(self) -> GroupBins:
+        edges = list(zip(self.bins, self.bins[1:], strict=False))
+        if len(self.bins) < 2 or any(hi <= lo for lo, hi in edges):
+            raise ValueError("bins must be at least two increasing edges")
+        if len(self.labels) != len(self.bins) - 1:
+            raise ValueError(
+                f"{len(self.bins) - 1} bins need as many labels, got {len(self.labels)}"
+            )
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError("labels must be distinct")
+        return self
+
+
+class CsvWorld(_Model):
+    """Any CSV file with a label column: a fresh sample of its rows each round."""
+
+    kind: Literal["csv"]
+    path: str  # CSV file, relative to the scenario file
+    label: str  # label column
+    favourable: str | int | float = 1  # label value meaning the favourable outcome
+    # feature columns and their types (None: every column but the label and the group
+    # column, typed from its cells: 0/1 binary, whole numbers integer, else numeric)
+    columns: dict[str, ColumnType] | None = None
+    # column holding each row's group, or bins of a numeric column (None: one group "all")
+    group: str | GroupBins | None = None
+    # a row with an empty, non-numeric or out-of-type cell: an error that counts the bad
+    # cells of every column, or drop the row
+    missing: Literal["error", "drop"] = "error"
+    # winsorise numeric features at these quantiles of the file's rows, e.g. [0.01, 0.99]
+    clip_quantiles: tuple[Probability, Probability] | None = None
+    cohort_size: PositiveInt = 500  # rows drawn (with replacement) each round (people)
+    history_size: PositiveInt = 1000  # rows the first model is fit on (people)
+    # true outcome: drawn from the oracle at the true features, or the row's own label
+    outcome: Literal["oracle", "label"] = "oracle"
+    oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
+
+    @field_validator("columns")
+    @classmethod
+    def _some_columns(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is not None and not v:
+            raise ValueError("needs at least one feature column")
+        return v
+
+    @model_validator(mode="after")
+    def _label_is_no_feature(self) -> CsvWorld:
+        if self.columns is not None and self.label in self.columns:
+            raise ValueError(
+                f"columns: the label column {self.label!r} cannot be a feature (the model "
+                "would read the outcome it predicts)"
+            )
+        if self.clip_quantiles is not None and not self.clip_quantiles[0] < self.clip_quantiles[1]:
+            raise ValueError("clip_quantiles: the lower quantile must be below the upper")
+        return self
+
+
+class GaussianWorld(_Model):
+    """A small synthetic world: Gaussian classes and a query group near the boundary.
+
+    Every round ``class_sizes[c]`` people of class c (group ``data``) are drawn from
+    N(means[c], sd² I) and ``query_size`` people (group ``query``, the world's own query
+    group, recorded with class ``query_label``) from N(query_mean, query_sd² I). A
+    person's class never changes (features do not move true outcomes). Made for the
+    coordination problem whose optimal collective action is known in closed form
+    (``coordination_toy``: nearest centroid, two classes). With ``people``, newcomers
+    are split over the classes and the query group in these proportions.
+    """
+
+    kind: Literal["gaussian"]
+    means: list[list[float]]  # class means, one row of d features per class (feature units)
+    sd: Positive = 1.0  # within-class standard deviation (feature units, every feature)
+    class_sizes: list[PositiveInt]  # people of each class per round (group "data")
+    history_size: PositiveInt = 200  # rows the first model is fit on (class shares as above)
+    query_mean: list[float]  # centre of the query group (feature units)
+    query_sd: NonNegative = 0.0  # spread of the query group around its centre (feature units)
+    query_size: PositiveInt = 1  # people in the query group per round (group "query")
+    query_label: int = Field(0, ge=0)  # the class the query people are recorded with
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new each round)
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> GaussianWorld:
+        if len(self.means) < 2:
+            raise ValueError(f"means needs at least two classes, got {len(self.means)}")
+        d = len(self.means[0])
+        if d == 0 or any(len(m) != d for m in self.means):
+            raise ValueError("every row of means needs the same number (>= 1) of features")
+        if len(self.class_sizes) != len(self.means):
+            raise ValueError(
+                f"{len(self.class_sizes)} class_sizes for {len(self.means)} classes (means)"
+            )
+        if len(self.query_mean) != d:
+            raise ValueError(f"query_mean has {len(self.query_mean)} features, means have {d}")
+        if self.query_label >= len(self.means):
+            raise ValueError(
+                f"query_label {self.query_label} is not a class 0..{len(self.means) - 1}"
+            )
+        return self
+
+
+World = Annotated[
+    Union[SchoolWorld, FicoWorld, DatasetWorld, CsvWorld, GaussianWorld],  # noqa: UP007
+    Field(discriminator="kind"),
+]
