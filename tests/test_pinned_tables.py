@@ -7,8 +7,9 @@ code path, so they agree to solver tolerance (rtol 1e-6). The digits table sits 
 embedding trained in float32, whose minibatch descent amplifies the last bits of the CPU's
 matrix kernels: the same seed gives losses 0.5 % apart on an AVX-512 machine and 2 %
 apart with AVX2 kernels forced (``ATEN_CPU_CAPABILITY=avx2``), so digits is pinned to
-rtol 3e-2 (a change of method still moves it by far more). The GenRe and Ross CSVs are written to 4 decimals: the re-derived
-numbers must lie within 1.1e-4 of them (the rounding half-unit 5e-5, plus float noise).
+rtol 3e-2 (a change of method still moves it by far more). The GenRe and Ross CSVs are
+written to 4 decimals: the re-derived numbers must lie within 1.1e-4 of them (the rounding
+half-unit 5e-5, plus float noise).
 """
 
 from __future__ import annotations
