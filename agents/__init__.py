@@ -29,6 +29,7 @@ from recourse_sim.agents.social import (
     stochastic_block_model,
 )
 from recourse_sim.agents.strategies import (
+    OAR_ACTION,
     REGISTRY,
     CollectiveOAR,
     Controlled,
@@ -45,6 +46,7 @@ assert tuple(REGISTRY) == STRATEGIES, "the scenario schema and the registry must
 
 __all__ = [
     "BASELINES",
+    "OAR_ACTION",
     "REGISTRY",
     "AnalyticPolicy",
     "CollectiveBlackbox",

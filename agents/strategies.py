@@ -28,6 +28,7 @@ from recourse_sim.recourse import ActionSet
 from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
+    "OAR_ACTION",
     "REGISTRY",
     "CollectiveOAR",
     "Controlled",
@@ -118,6 +119,10 @@ class Strategy:
         if self.spec.labels is not None:
             mask &= np.isin(labels, self.spec.labels)
         return mask
+
+    def participation_of(self, action: np.ndarray | None) -> float:
+        """α this round (the population's; a controlled one may take it from the action)."""
+        return self.spec.participation
 
     def participants(self, seekers: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Which eligible seekers try this round: each with probability α."""
@@ -397,40 +402,68 @@ class CollectiveOAR(Strategy):
         action: np.ndarray | None = None,
     ) -> np.ndarray:
         """Perturbations (n, d) of the training rows; zero for non-participants."""
-        from recourse_sim.recourse.collective import collective_recourse
+        return _oar_act(self, learner, X, y, participants, queries, goal, self.action_set)
 
-        self.state_after = None
-        if not participants.any() or len(queries) == 0 or self.action_set.epsilon == 0:
-            return np.zeros_like(X)
-        if learner.update_rule == "frozen":  # the update ignores the reports: nothing to gain
-            return np.zeros_like(X)
-        res = collective_recourse(
-            learner,
-            X,
-            y,
-            queries,
-            goal,
-            self.action_set,
-            self.spec.horizon,
-            members=np.asarray(participants, bool),
-            steps=self.spec.steps,
-            method=self.spec.solver,
-        )
-        if self.spec.horizon == 1:  # θ_1: the real update of these rows, solved
-            self.state_after = res.state_after
-        return res.delta
+
+def _oar_act(
+    strategy: Strategy,
+    learner: Learner,
+    X: np.ndarray,
+    y: np.ndarray,
+    participants: np.ndarray,
+    queries: np.ndarray,
+    goal: int,
+    action_set: ActionSet,
+) -> np.ndarray:
+    """OAR's perturbations of the training rows by `strategy`'s participants (its spec's
+    horizon, steps and solver), within `action_set`; sets `strategy.state_after`."""
+    from recourse_sim.recourse.collective import collective_recourse
+
+    strategy.state_after = None
+    if not participants.any() or len(queries) == 0 or action_set.epsilon == 0:
+        return np.zeros_like(X)
+    if learner.update_rule == "frozen":  # the update ignores the reports: nothing to gain
+        return np.zeros_like(X)
+    spec = strategy.spec
+    res = collective_recourse(
+        learner,
+        X,
+        y,
+        queries,
+        goal,
+        action_set,
+        spec.horizon,
+        members=np.asarray(participants, bool),
+        steps=spec.steps,
+        method=spec.solver,
+    )
+    if spec.horizon == 1:  # θ_1: the real update of these rows, solved
+        strategy.state_after = res.state_after
+    return res.delta
 
 
 class Controlled(Strategy):
-    """Participants apply the environment's action: a direction per label class.
+    """Participants apply the environment's action.
 
-    The action ``a`` has shape (k classes, m actionable features) in [-1, 1], in units
-    of the budget: ``a_cj = ±1`` spends the whole budget ε on feature j alone. A
-    participant with training label c reports ``x + project(ε · a_c / w)`` (w: the
-    cost weights; an unpriced feature, w = 0, moves by ε · a_cj in its own unit), the
-    projection onto its own action set (bounds, monotonicity, budget). Scaling by the
-    cost weights makes one action unit mean the same effort whatever a feature's unit
-    (a FICO point costs 0.01, a GPA point 2).
+    ``action: shift`` (the v1 action): a direction per label class. The action ``a`` has
+    shape (k classes, m actionable features) in [-1, 1], in units of the budget:
+    ``a_cj = ±1`` spends the whole budget ε on feature j alone. A participant with
+    training label c reports ``x + project(ε · a_c / w)`` (w: the cost weights; an
+    unpriced feature, w = 0, moves by ε · a_cj in its own unit), the projection onto its
+    own action set (bounds, monotonicity, budget). Scaling by the cost weights makes one
+    action unit mean the same effort whatever a feature's unit (a FICO point costs 0.01,
+    a GPA point 2).
+
+    ``action: oar`` (the v2 action): OAR's own settings for the round, four numbers in
+    [-1, 1] (`OAR_ACTION`): whether the collective acts (``act`` ≥ 0), its participation
+    α = ``participation`` · (``alpha`` + 1) / 2, its budget ε = ``epsilon`` ·
+    (``budget`` + 1) / 2 and the class its query group is to get (``goal``: class
+    ⌊(goal + 1) / 2 · k⌋, the last class at +1). OAR (`collective_recourse`, with the
+    population's horizon, steps and solver) computes each member's perturbation. The
+    constant action (1, 1, 1, g), g the query goal's code (+1 for the last class), is a
+    ``collective_oar`` population with the same settings, draw for draw; members are
+    recruited with the same draws whatever the action, so actions differ only in what
+    they choose.
     """
 
     name = "controlled"
@@ -448,6 +481,18 @@ class Controlled(Strategy):
         eps = self.action_set.epsilon
         return np.where(w > 0, eps / np.where(w > 0, w, 1.0), eps)
 
+    def action_shape(self, n_classes: int) -> tuple[int, ...]:
+        """The shape of this population's action (its `Box(-1, 1)`)."""
+        if self.spec.action == "oar":
+            return (len(OAR_ACTION),)
+        return (n_classes, max(len(self.actionable_index), 1))
+
+    def participation_of(self, action: np.ndarray | None) -> float:
+        """α this round: the population's, or under ``action: oar`` the action's share of it."""
+        if self.spec.action != "oar" or action is None:
+            return self.spec.participation
+        return self.spec.participation * _unit(action[OAR_ACTION.index("alpha")])
+
     def act(
         self,
         learner: Learner,
@@ -459,12 +504,29 @@ class Controlled(Strategy):
         action: np.ndarray | None = None,
     ) -> np.ndarray:
         delta = np.zeros_like(X)
+        self.state_after = None
         if action is None or not participants.any():
             return delta
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        if self.spec.action == "oar":
+            return self._oar(learner, X, y, participants, queries, a)
         rows = np.flatnonzero(participants)
         delta[rows] = self.perturb(X[rows], a[y[rows]])
         return delta
+
+    def _oar(self, learner, X, y, participants, queries, a: np.ndarray) -> np.ndarray:
+        if a[OAR_ACTION.index("act")] < 0:
+            return np.zeros_like(X)
+        share = _unit(a[OAR_ACTION.index("budget")])
+        # the full budget is the population's own action set (the same numbers as OAR's)
+        aset = (
+            self.action_set
+            if share == 1.0
+            else self.action_set.replace(epsilon=self.action_set.epsilon * share)
+        )
+        k = len(learner.classes_)
+        goal = min(int(_unit(a[OAR_ACTION.index("goal")]) * k), k - 1)
+        return _oar_act(self, learner, X, y, participants, queries, goal, aset)
 
     def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
         """The perturbations (r, d) of r participants with training rows `X` (r, d) who
@@ -474,6 +536,15 @@ class Controlled(Strategy):
         direction = np.zeros((len(X), X.shape[1]))
         direction[:, idx] = self.budget_scale * action_rows[:, : len(idx)]
         return self.action_set.project(X, direction)
+
+
+OAR_ACTION: tuple[str, ...] = ("act", "alpha", "budget", "goal")
+"""The entries of an ``action: oar`` action, in order (see `Controlled`)."""
+
+
+def _unit(a: float) -> float:
+    """[-1, 1] → [0, 1]."""
+    return (float(a) + 1.0) / 2.0
 
 
 REGISTRY: dict[str, type[Strategy]] = {

@@ -9,6 +9,10 @@ environment module (and torch) loads on the first ``gym.make``.
   borrowers' collective.
 * ``recourse_sim/SchoolAssignment-v0``, ``recourse_sim/Lending-v0``: the passive
   ``school_assignment`` and ``lending_fico``; the action is ignored (they warn at make).
+* ``recourse_sim/SchoolAssignment-v2``, ``recourse_sim/Lending-v2``: the same
+  scenarios, with OAR's own settings as the action (act or not, participation α,
+  budget ε, goal; ``action: oar``): OAR computes the collective's perturbation, and the
+  constant action (1, 1, 1, 1) reproduces the ``collective_oar`` population.
 * ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
   controlled population, if it has one (else it warns at make).
 """
@@ -23,6 +27,14 @@ batched env where the scenario allows, else a synchronous loop (it warns why).""
 ENV_IDS: dict[str, dict] = {
     "recourse_sim/SchoolAssignment-v1": {"scenario": "school_assignment_controlled"},
     "recourse_sim/Lending-v1": {"scenario": "lending_fico_controlled"},
+    "recourse_sim/SchoolAssignment-v2": {
+        "scenario": "school_assignment_controlled",
+        "populations__h1_students__action": "oar",
+    },
+    "recourse_sim/Lending-v2": {
+        "scenario": "lending_fico_controlled",
+        "populations__borrowers__action": "oar",
+    },
     "recourse_sim/SchoolAssignment-v0": {"scenario": "school_assignment", "warn_passive": True},
     "recourse_sim/Lending-v0": {"scenario": "lending_fico", "warn_passive": True},
     "recourse_sim/Recourse-v0": {"warn_passive": True},

@@ -99,6 +99,8 @@ def native_reason(env: RecourseEnv) -> str | None:
                 return f"population {s.population!r}: recourse other than same-round min_cost"
             continue
         if s.name == "controlled":
+            if spec.action == "oar":
+                return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
             if spec.graph.kind not in ("complete", "sbm"):
                 return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
             continue

@@ -108,9 +108,7 @@ class RecourseParallelEnv(ParallelEnv):
             for a in self.possible_agents
         }
         self.action_spaces = {
-            a: spaces.Box(
-                -1.0, 1.0, shape=(k, max(int(s.action_set.actionable.sum()), 1)), dtype=np.float32
-            )
+            a: spaces.Box(-1.0, 1.0, shape=s.action_shape(k), dtype=np.float32)
             for a, s in self._strategies.items()
         }
         self.state_space = shared

@@ -101,6 +101,13 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     Ignored when the scenario has no ``controlled`` population (the space is then k ×
     the scenario's actionable features).
 
+    With the population's ``action: oar`` (the ``-v2`` IDs): ``Box(-1, 1, shape=(4,),
+    float32)``, OAR's own settings for the round — ``act`` (≥ 0: the collective acts),
+    ``alpha`` (participation, a share of the population's), ``budget`` (ε, a share of
+    the population's) and ``goal`` (the class OAR aims the query group at); OAR computes
+    each member's perturbation, and the constant action (1, 1, 1, 1) reproduces the
+    ``collective_oar`` population exactly (see `agents.Controlled`).
+
     ## Observation Space
 
     A flat ``Box`` of float32, all finite, with G groups, d features, P parameters:
@@ -188,6 +195,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
+    * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
+      settings as the action (``action: oar``), so that a policy's action space contains
+      collective OAR. The v1 IDs are kept with their shift action.
     * v1, later revision (same IDs): draws come from named streams (common random
       numbers; a seed's rollouts differ from the first v1's), people persist in a pool,
       ``model_accuracy`` is measured under the decision rule, checkpoint state version 2.
@@ -284,9 +294,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             epsilon=self._recourse_budget(scenario.decision.pare.budget)
         )
         self._pare: dict[str, float] = {}
-        acting_set = self._controlled.action_set if self._controlled else self.action_set
-        m = max(int(acting_set.actionable.sum()), 1)
-        self.action_space = spaces.Box(-1.0, 1.0, shape=(self.n_classes, m), dtype=np.float32)
+        if self._controlled is not None:
+            shape = self._controlled.action_shape(self.n_classes)
+        else:
+            shape = (self.n_classes, max(int(self.action_set.actionable.sum()), 1))
+        self.action_space = spaces.Box(-1.0, 1.0, shape=shape, dtype=np.float32)
 
         self.learner: Learner = self._new_learner(random_state=0)
         self._defense = Defense(scenario.learner.defense, self.n_features)
@@ -497,9 +509,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 eligible &= rows_favourable
             elif s.spec.decisions == "unfavourable":
                 eligible &= ~rows_favourable
+            action = actions.get(s.population, default)
             joined = recruit(
                 s.spec.graph,
-                s.spec.participation,
+                s.participation_of(action),
                 eligible,
                 rows_group,
                 self.group_labels,
@@ -507,7 +520,6 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
             qspec = s.spec.query or self.scenario.query
             qmask = query if qspec is self.scenario.query else self._query_mask(qspec, c)
-            action = actions.get(s.population, default)
             delta = s.act(
                 learner, X_train, y_train, joined, c.report[qmask], qspec.goal, action=action
             )

@@ -214,10 +214,31 @@ class CollectiveSignalPopulation(_Collective):
         return v
 
 
+_OAR_DEFAULTS = {"horizon": 1, "steps": 10, "solver": "pgd"}
+
+
 class ControlledPopulation(_Collective):
-    """Training-data subjects applying the environment's action (a shared direction per class)."""
+    """Training-data subjects applying the environment's action: a shared direction per
+    class (``action: shift``), or OAR's own settings for the round (``action: oar``: act
+    or not, participation, budget and goal; OAR computes each member's perturbation, so
+    a constant action reproduces a ``collective_oar`` population)."""
 
     strategy: Literal["controlled"]
+    # what the action sets: one shift per label class, or OAR's settings (act, α, ε, goal)
+    action: Literal["shift", "oar"] = "shift"
+    horizon: PositiveInt = 1  # action oar: look-ahead rounds of updates OAR optimises over
+    steps: PositiveInt = 10  # action oar: projected-gradient steps of the OAR solver
+    solver: Literal["pgd", "fgm"] = "pgd"  # action oar: OAR solver (fgm: one-step heuristic)
+
+    @model_validator(mode="after")
+    def _oar_settings_need_oar(self) -> ControlledPopulation:
+        # (a resolved scenario lists the defaults: only changed settings are refused)
+        changed = [
+            k for k in ("horizon", "steps", "solver") if getattr(self, k) != _OAR_DEFAULTS[k]
+        ]
+        if changed and self.action != "oar":
+            raise ValueError(f"{changed[0]} is a setting of OAR: it needs action: oar")
+        return self
 
 
 Population = Annotated[

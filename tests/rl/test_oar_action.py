@@ -1,0 +1,128 @@
+"""The v2 action (``action: oar``): OAR's own settings chosen each round. A constant action
+is a ``collective_oar`` population, draw for draw, so a policy over it contains OAR."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import recourse_sim.env  # noqa: F401 - registers the environments
+from recourse_sim.agents import OAR_ACTION
+from recourse_sim.env import RecourseEnv
+from recourse_sim.errors import ConfigError
+
+# (scenario, its controlled population, small-world overrides)
+SCENARIOS = {
+    "school_assignment_controlled": (
+        "h1_students",
+        {"world__cohort_size": 300, "world__history_size": 600},
+    ),
+    "lending_fico_controlled": (
+        "borrowers",
+        {"world__n_applicants": 300, "world__history_size": 400},
+    ),
+}
+ROUNDS = 4
+
+
+def _env(name: str, **settings) -> RecourseEnv:
+    population, small = SCENARIOS[name]
+    overrides = {f"populations__{population}__{k}": v for k, v in settings.items()}
+    return RecourseEnv(name, rounds=ROUNDS, **small, **overrides)
+
+
+def _rollout(env: RecourseEnv, action=None) -> list:
+    """Observations, rewards, metrics and reward parts of a seed-3 episode under one
+    constant action (None: zeros, for an env whose action is ignored)."""
+    if action is None:
+        action = np.zeros(env.action_space.shape, np.float32)
+    obs, _ = env.reset(seed=3)
+    steps = [obs]
+    for _ in range(ROUNDS):
+        obs, reward, _, _, info = env.step(action)
+        steps.append((obs, reward, info["metrics"], info["rewards"]))
+    return steps
+
+
+def _assert_same(a: list, b: list) -> None:
+    np.testing.assert_array_equal(a[0], b[0])
+    for (obs_a, r_a, m_a, rw_a), (obs_b, r_b, m_b, rw_b) in zip(a[1:], b[1:], strict=True):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert r_a == r_b and m_a == m_b and rw_a == rw_b
+
+
+def _action(**entries: float) -> np.ndarray:
+    a = np.ones(len(OAR_ACTION), dtype=np.float32)
+    for name, value in entries.items():
+        a[OAR_ACTION.index(name)] = value
+    return a
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_constant_action_is_the_collective_oar_population(name):
+    controlled = _rollout(_env(name, action="oar"), _action())
+    oar = _rollout(_env(name, strategy="collective_oar"))
+    _assert_same(controlled, oar)
+    # and the collective did act (a rollout without it differs)
+    idle = _rollout(_env(name, strategy="collective_oar", epsilon=0.0))
+    assert any(a[1] != b[1] for a, b in zip(controlled[1:], idle[1:], strict=True))
+
+
+@pytest.mark.parametrize(
+    ("entries", "equivalent"),
+    [
+        ({"act": -1.0}, {"epsilon": 0.0}),  # not acting: as an OAR collective without budget
+        ({"budget": 0.0}, {"epsilon": 0.5}),  # half the budget
+        ({"alpha": 0.0}, {"participation": 0.25}),  # half the participation (0.5 in the file)
+    ],
+)
+def test_each_entry_is_the_oar_setting_it_names(entries, equivalent):
+    name = "school_assignment_controlled"
+    controlled = _rollout(_env(name, action="oar"), _action(**entries))
+    oar = _rollout(_env(name, strategy="collective_oar", **equivalent))
+    _assert_same(controlled, oar)
+
+
+def test_the_goal_entry_chooses_the_class_oar_aims_at():
+    name = "school_assignment_controlled"
+    low = _rollout(_env(name, action="oar"), _action(goal=-1.0))
+    high = _rollout(_env(name, action="oar"), _action(goal=1.0))
+    # aiming the query group at the other class lowers its success
+    assert sum(s[3]["query_success"] for s in low[1:]) < sum(
+        s[3]["query_success"] for s in high[1:]
+    )
+
+
+@pytest.mark.parametrize("env_id", ["recourse_sim/SchoolAssignment-v2", "recourse_sim/Lending-v2"])
+def test_v2_ids_have_the_oar_action_and_pass_the_checker(env_id):
+    name = gym.spec(env_id).kwargs["scenario"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env = gym.make(env_id, rounds=3, **SCENARIOS[name][1])
+        assert env.action_space.shape == (len(OAR_ACTION),)
+        check_env(env.unwrapped)
+
+
+def test_oar_settings_need_the_oar_action():
+    with pytest.raises(ConfigError, match="horizon is a setting of OAR: it needs action: oar"):
+        _env("school_assignment_controlled", horizon=2)
+    env = _env("school_assignment_controlled", action="oar", horizon=2, steps=3)
+    assert env.action_space.shape == (4,)
+
+
+def test_the_batched_env_falls_back_for_the_oar_action():
+    with pytest.warns(UserWarning, match="OAR's settings as the action"):
+        envs = gym.make_vec(
+            "recourse_sim/SchoolAssignment-v2",
+            num_envs=2,
+            vectorization_mode="vector_entry_point",
+            rounds=2,
+            **SCENARIOS["school_assignment_controlled"][1],
+        )
+    envs.reset(seed=0)
+    envs.step(np.ones((2, len(OAR_ACTION)), dtype=np.float32))
+    envs.close()
