@@ -104,6 +104,7 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
         steps=10,
         horizon=1,
         solver="pgd",
+        action="shift",
         groups=None,
         labels=None,
     )
@@ -127,11 +128,14 @@ def test_every_population_strategy_stays_in_its_action_set(action_set, seed, sha
     assert action_set.contains(X, delta).all()
     assert np.all(delta[~mask] == 0)
     n_actionable = int(action_set.actionable.sum())
-    for name, action in (
-        ("collective_oar", None),
-        ("controlled", rng.uniform(-1, 1, size=(2, n_actionable))),
+    for name, kind, action in (
+        ("collective_oar", "shift", None),
+        ("controlled", "shift", rng.uniform(-1, 1, size=(2, n_actionable))),
+        ("controlled", "oar", rng.uniform(-1, 1, size=4)),
     ):
-        strategy = make_strategy(name, _spec(name, share), action_set)
+        spec = _spec(name, share)
+        spec.action = kind
+        strategy = make_strategy(name, spec, action_set)
         delta = strategy.act(model, X, y, mask, X[:3], 1, action=action)
         assert action_set.contains(X, delta).all(), name
         assert np.all(delta[~mask] == 0), name
