@@ -59,7 +59,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dynamics import band, mean_ci, mean_sd
 
-from recourse_sim.env.recourse_env import TIE_RESOLUTION
+from recourse_sim.env.metrics import TIE_RESOLUTION
 from recourse_sim.scenarios import load_scenario
 from recourse_sim.simulate import simulate
 

@@ -61,3 +61,23 @@ def test_just_enough_stops_where_the_decision_flips(rule):
 
 
 TIE = 1e-9  # the capacity rule's tie resolution
+
+
+def test_auc_counts_the_pile_at_the_cut_off_as_ties(tmp_path):
+    """`recourse-sim run recourse_over_time --rounds 10 --seed 0 --people-features`:
+    each round's ``auc`` in metrics.csv is the AUC of people.csv's ``score`` against
+    ``true_favourable`` with the decision rule's ties (`tie_key`) counted as ties."""
+    from sklearn.metrics import roc_auc_score
+
+    from recourse_sim.env.metrics import tie_key
+
+    out = tmp_path / "run"
+    argv = ["run", "recourse_over_time", "--rounds", "10", "--seed", "0", "--people-features"]
+    assert main([*argv, "--out", str(out), "-q"]) == 0
+    metrics, people = read_metrics(out), read_people(out)
+    auc = metrics[metrics["group"] == "all"].set_index("round")["auc"]
+    assert len(auc) == 10
+    for r, rows in people.groupby("round"):
+        tied = roc_auc_score(rows["true_favourable"], tie_key(rows["score"].to_numpy()))
+        assert abs(auc.loc[r] - tied) <= 1e-9, r
+    assert abs(auc.loc[10] - 0.4844) < 1e-4  # the pile (0.382 with the pile ordered by noise)

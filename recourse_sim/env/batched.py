@@ -50,11 +50,11 @@ from gymnasium.vector.utils import batch_space
 from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
 from recourse_sim.agents.strategies import IndividualResult, adapt
 from recourse_sim.data.school import school_from_numbers, school_numbers
+from recourse_sim.env.metrics import tie_key
 from recourse_sim.env.recourse_env import (
     FEATURE_BOUND,
     PARAM_BOUND,
     RecourseEnv,
-    _tie_key,
     capacity_decisions,
     checked_action,
 )
@@ -510,7 +510,7 @@ class BatchedRecourseEnv(VectorEnv):
         found_tried = np.ones(len(world), bool)
         if cut is not None:
             # rejected at the cut-off by a tie: nothing to move, so nobody tries
-            idle = _tie_key(p[world, row]) >= _tie_key(cut[world])
+            idle = tie_key(p[world, row]) >= tie_key(cut[world])
             if idle.any():
                 delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
         res = adapt(s.spec, IndividualResult(delta, found_tried, found_cost), st["v"][world, row])

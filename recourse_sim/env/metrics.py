@@ -60,7 +60,10 @@ mean credit score after the round, FICO points).
 The ``all`` row adds:
 
 - ``auc``: area under the ROC curve of the model's P(favourable) on the final reports
-  against the true favourable outcome (empty if everyone's outcome is the same)
+  against the true favourable outcome, with scores the decision rule treats as equal
+  counted as ties (those with one `tie_key`: closer than ``TIE_RESOLUTION``, as the
+  capacity rule sees them; a pile of seekers at a cut-off is one tied score, not an
+  order set by rounding); empty if everyone's outcome is the same
 - ``class_accuracy``: multiclass worlds only: share whose most probable class is their
   true class
 - ``disparity``: largest minus smallest group acceptance rate
@@ -106,7 +109,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PEOPLE_COLUMNS", "RoundRecord", "people_columns", "round_metrics"]
+__all__ = [
+    "PEOPLE_COLUMNS",
+    "TIE_RESOLUTION",
+    "RoundRecord",
+    "people_columns",
+    "round_metrics",
+    "tie_key",
+]
+
+TIE_RESOLUTION = 1e-9
+"""P(favourable) scores closer than this are ties for the decision rule (the capacity
+rule's cut-off) and for every rank metric (``auc``)."""
+
+
+def tie_key(p: np.ndarray) -> np.ndarray:
+    """Scores on the tie grid: equal keys are ties (`TIE_RESOLUTION`)."""
+    return np.floor(p * (1.0 / TIE_RESOLUTION))
+
 
 PEOPLE_COLUMNS = (
     "round",
@@ -196,7 +216,7 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
                 row[key] = float(values[j])
         rows.append(row)
     everyone = rows[-1]
-    everyone["auc"] = _auc(r.score, r.true_favourable)
+    everyone["auc"] = _auc(tie_key(r.score), r.true_favourable)
     if r.class_correct is not None:
         everyone["class_accuracy"] = _share(int(np.count_nonzero(r.class_correct)), len(r.group))
     present = [row["acceptance_rate"] for row in rows[:G] if row["n"] > 0]
@@ -299,8 +319,9 @@ def _ratio(total: int, n: int) -> float | None:
 
 def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
     """Area under the ROC curve of `score` for `positive`: the share of (positive,
-    negative) pairs the score orders rightly, ties counted half (Mann-Whitney); None
-    without both classes."""
+    negative) pairs the score orders rightly, equal scores counted half (Mann-Whitney);
+    None without both classes. (Callers pass `tie_key` scores, so that ties are the
+    decision rule's.)"""
     n_pos = int(np.count_nonzero(positive))
     n_neg = len(score) - n_pos
     if not n_pos or not n_neg:

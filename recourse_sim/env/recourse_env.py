@@ -14,7 +14,12 @@ from gymnasium.error import ResetNeeded
 
 from recourse_sim.agents.social import recruit
 from recourse_sim.agents.strategies import IndividualResult, Strategy, adapt, make_strategy
-from recourse_sim.env.metrics import RoundRecord, people_columns, round_metrics
+from recourse_sim.env.metrics import (
+    RoundRecord,
+    people_columns,
+    round_metrics,
+    tie_key,
+)
 from recourse_sim.env.pool import Pool, pool_rules
 from recourse_sim.env.rendering import Window, draw_frame, has_display
 from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
@@ -30,8 +35,6 @@ from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scen
 # readable whether a weight is 0.01 or 500); feature means in SDs of the history.
 PARAM_BOUND = 30.0
 FEATURE_BOUND = 10.0
-# Capacity rule: P(favourable) scores closer than this are ties (broken by arrival).
-TIE_RESOLUTION = 1e-9
 STATE_VERSION = 2
 
 _WARNED_PASSIVE: set[str] = set()
@@ -728,7 +731,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             return np.zeros(0, bool)
         proba = self.learner.predict_proba(people["report"])
         if cut is not None:
-            return _tie_key(proba[:, self.favourable]) >= _tie_key(np.array(cut))
+            return tie_key(proba[:, self.favourable]) >= tie_key(np.array(cut))
         return self._decide(proba, people["group"])
 
     def _play_round_zero(self) -> None:
@@ -1186,11 +1189,6 @@ def checked_action(action, shape: tuple[int, ...]) -> np.ndarray:
     return a
 
 
-def _tie_key(p: np.ndarray) -> np.ndarray:
-    """Scores on the capacity rule's grid: equal keys are ties (`TIE_RESOLUTION`)."""
-    return np.floor(p * (1.0 / TIE_RESOLUTION))
-
-
 def capacity_decisions(p: np.ndarray, places: int) -> np.ndarray:
     """The capacity rule along the last axis of P(favourable) scores `p` (one row of
     applicants, or a stack of worlds' rows): the `places` highest scores get a place,
@@ -1199,7 +1197,7 @@ def capacity_decisions(p: np.ndarray, places: int) -> np.ndarray:
     the first ones of a running count."""
     if places <= 0:
         return np.zeros(p.shape, bool)
-    key = _tie_key(p)
+    key = tie_key(p)
     n = key.shape[-1]
     cut = np.partition(key, n - places, axis=-1)[..., n - places, None]
     out = key > cut

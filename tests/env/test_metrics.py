@@ -185,3 +185,26 @@ def test_every_column_is_documented(name, more):
     assert columns - features <= documented
     assert "``feature_<f>``" in metrics_doc and "``reported_<f>``" in metrics_doc
     assert "``mean_score``" in metrics_doc
+
+
+def test_auc_counts_the_decision_rules_ties_as_ties():
+    """A pile of seekers at a capacity cut-off (scores a hair apart, as rounding leaves
+    people who moved to one cut-off) is one tied score: ``auc`` is sklearn's on the
+    tie-resolved scores, not on the raw ones (which the pile's rounding noise orders)."""
+    from sklearn.metrics import roc_auc_score
+
+    from recourse_sim.env.metrics import TIE_RESOLUTION, tie_key
+
+    rng = np.random.default_rng(4)
+    r = _record(rng, 400, 2, 0.3)
+    cut = 0.4123456789
+    pile = np.arange(200)  # a pile with both outcomes, ordered by noise below 1e-12
+    r.score = rng.random(400)
+    r.score[pile] = cut + rng.random(200) * 1e-13
+    r.true_favourable[pile] = np.argsort(np.argsort(r.score[pile])) < 100  # positives low
+    assert np.ptp(r.score[pile]) < TIE_RESOLUTION and len(np.unique(tie_key(r.score[pile]))) == 1
+    auc = round_metrics(r, ("a", "b"))[-1]["auc"]
+    tied = roc_auc_score(r.true_favourable, tie_key(r.score))
+    raw = roc_auc_score(r.true_favourable, r.score)
+    assert auc == pytest.approx(tied, abs=1e-12)
+    assert auc - raw > 0.1  # the pile matters
