@@ -41,6 +41,8 @@ __all__ = [
     "effort_tolerance",
     "make_strategy",
     "register",
+    "seeker_margins",
+    "spread_quantile",
 ]
 
 
@@ -55,6 +57,30 @@ def effort_tolerance(spec, v: np.ndarray) -> np.ndarray:
     """Per-person effort tolerances (cost units) of a population's ``tolerance`` block at
     the people's effort quantiles `v` (uniforms drawn with each person by the world):
     the inverse CDF of the distribution, so one person keeps one tolerance."""
+    return spread_quantile(spec, v)
+
+
+def seeker_margins(spec, q: np.ndarray) -> float | np.ndarray:
+    """Per-person margins (probability units) of a population's ``margin`` at the
+    people's margin quantiles `q`: the number itself, or the inverse CDF of its spread."""
+    if isinstance(spec, int | float):
+        return float(spec)
+    return spread_quantile(spec, q)
+
+
+def _margin_of(spec, margin, tried: np.ndarray):
+    """The margins of the `tried` rows: `margin` (a number, or one per row) as given to
+    `act`, or the population's number when None."""
+    if margin is None:
+        if not isinstance(spec.margin, int | float):
+            raise ConfigError("a margin drawn per person needs act(..., margin=)")
+        return spec.margin
+    return margin[tried] if np.ndim(margin) else margin
+
+
+def spread_quantile(spec, v: np.ndarray) -> np.ndarray:
+    """The value at quantile `v` of a ``kind: uniform`` (low, high) or ``kind:
+    lognormal`` (median, sigma) block."""
     if spec.kind == "uniform":
         return spec.low + v * (spec.high - spec.low)
     from scipy.special import ndtri
@@ -170,10 +196,12 @@ class Individual(Strategy):
         goal: int,
         rng: np.random.Generator,
         target: np.ndarray | None = None,
+        margin: float | np.ndarray | None = None,
     ) -> IndividualResult:
         """Each eligible seeker tries with probability α; returns their perturbations.
         `target`: per person, the P(goal) this round's decision needs (None: the
-        argmax), which the ``min_cost`` objective aims at."""
+        argmax), which the ``min_cost`` objective aims at, `margin` above it (a number
+        or one per person; None: the population's ``margin``, a number)."""
         from recourse_sim.recourse.individual import individual_delta
 
         n = len(X)
@@ -189,7 +217,7 @@ class Individual(Strategy):
                 method=self.spec.method,
                 objective=self.spec.objective,
                 target=None if target is None else np.asarray(target)[tried],
-                margin=self.spec.margin,
+                margin=_margin_of(self.spec, margin, tried),
                 steps=self.spec.steps,
             )
             delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))
@@ -304,9 +332,10 @@ class GenreRecourse(Strategy):
         goal: int,
         rng: np.random.Generator,
         target: np.ndarray | None = None,
+        margin: float | np.ndarray | None = None,
     ) -> IndividualResult:
         """Each eligible seeker tries with probability α; returns their perturbations
-        (`target` as for `Individual.act`)."""
+        (`target` and `margin` as for `Individual.act`)."""
         n = len(X)
         tried = self.participants(seekers, rng)
         if self._due():
@@ -319,7 +348,7 @@ class GenreRecourse(Strategy):
             need = None
             if self.spec.objective == "min_cost":
                 need = np.full(n, 0.5) if target is None else np.asarray(target, float)
-                need = need[tried] + self.spec.margin
+                need = need[tried] + _margin_of(self.spec, margin, tried)
             res = self._recourse(learner, X[tried], goal, seed, need)
             delta[tried], cost[tried] = res.delta, res.cost
         return IndividualResult(delta=delta, tried=tried, cost=cost)

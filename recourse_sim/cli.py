@@ -13,6 +13,7 @@ import signal
 import sys
 import textwrap
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -429,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     previous = _install_signal_handlers()
+    previous_format = warnings.formatwarning
+    warnings.formatwarning = _warning_line
     how_to_continue = "a run continues with --resume"
     try:
         try:
@@ -472,8 +475,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     finally:
+        warnings.formatwarning = previous_format
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning on the command line: one line, ``warning: ...`` (as errors are
+    ``error: ...``), without the source line Python shows by default."""
+    return f"warning: {message}\n"
 
 
 def _clip(value, limit: int = 200) -> str:

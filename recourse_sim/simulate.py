@@ -45,6 +45,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -753,6 +754,7 @@ def simulate(
                     rounds = done
                     break
         frame = table.frame()
+        _warn_if_piled(frame, scenario)
         if out_dir is not None:
             summary = _summary(
                 frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
@@ -765,6 +767,35 @@ def simulate(
         if lock is not None:
             os.close(lock)  # (releases the lock; the file stays, so no one races its removal)
     return (frame, crowd.frame()) if people else frame
+
+
+PILE_WARNING_SHARE = 0.5
+"""A run under a capacity rule warns when, in some round, more than this share of the
+seekers end on the round's cut-off score (``seekers_at_cutoff``)."""
+
+
+def _warn_if_piled(frame: pd.DataFrame, scenario: Scenario) -> None:
+    """One line at the end of a capacity-rule run in which most seekers of some round
+    piled on the cut-off score, with the numbers. (At a threshold a pile is harmless:
+    everyone on it is favoured.)"""
+    rule = getattr(getattr(scenario, "decision", None), "rule", None)
+    if rule != "capacity" or "seekers_at_cutoff" not in frame:
+        return
+    everyone = frame[frame["group"] == "all"]
+    share = everyone["seekers_at_cutoff"].astype(float)
+    piled = share > PILE_WARNING_SHARE
+    if not piled.any():
+        return
+    worst = everyone.loc[share.idxmax()]
+    at = round(float(worst["seekers_at_cutoff"]) * int(worst["n_seekers"]))
+    warnings.warn(
+        f"{scenario.name}: in {int(piled.sum())} of {len(everyone)} rounds most seekers "
+        f"ended on the round's cut-off score (seekers_at_cutoff up to "
+        f"{float(worst['seekers_at_cutoff']):.3f}: {at} of {int(worst['n_seekers'])} in "
+        f"round {int(worst['round'])}): they tie there and few of them get a place (a "
+        "margin drawn per person, populations.<name>.margin, spreads them)",
+        stacklevel=3,
+    )
 
 
 class _ProgressLines:

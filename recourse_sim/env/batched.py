@@ -48,7 +48,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
-from recourse_sim.agents.strategies import IndividualResult, adapt
+from recourse_sim.agents.strategies import IndividualResult, adapt, seeker_margins
 from recourse_sim.data.school import school_from_numbers, school_numbers
 from recourse_sim.env.metrics import tie_key
 from recourse_sim.env.recourse_env import (
@@ -58,7 +58,7 @@ from recourse_sim.env.recourse_env import (
     capacity_decisions,
     checked_action,
 )
-from recourse_sim.env.streams import WORLD, population_stream
+from recourse_sim.env.streams import TIES, WORLD, keyed_uniforms, margin_stream, population_stream
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.logistic import _sigmoid, newton_refit_batch
 from recourse_sim.recourse.individual import linear_min_cost
@@ -273,7 +273,10 @@ class BatchedRecourseEnv(VectorEnv):
             "true_outcome": np.zeros((B, G)),
             "query_acceptance": np.zeros(B),
             "round": np.zeros(B, np.int64),
+            "person": np.zeros((B, n), np.int64),  # the cohort's ids (keyed numbers)
         }
+        # each world's keys of its keyed streams (per-person margins, tie lotteries)
+        self._keys = {name: np.zeros(B, np.uint64) for name in self._first._keyed_names}
         self._world_rngs: list[np.random.Generator] = [None] * B  # type: ignore[list-item]
         self._pop_rngs: dict[str, list[np.random.Generator]] = {
             s.population: [None] * B  # type: ignore[list-item]
@@ -308,6 +311,9 @@ class BatchedRecourseEnv(VectorEnv):
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0
         st["round"][i] = 0
+        st["person"][i] = c.person
+        for name, keys in self._keys.items():
+            keys[i] = env._keys[name]
         self._world_rngs[i] = env._streams[WORLD]
         for p, rngs in self._pop_rngs.items():
             rngs[i] = env._streams[population_stream(p)]
@@ -387,7 +393,7 @@ class BatchedRecourseEnv(VectorEnv):
             logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
             p_final[world, row] = _sigmoid(logits) if self._fav == 1 else 1.0 - _sigmoid(logits)
             favourable = favourable_before.copy()
-            favourable[moved] = self._decide(p_final[moved], group[moved])
+            favourable[moved] = self._decide(p_final[moved], group[moved], moved)
 
         # 4. outcomes
         flat = SimpleNamespace(y0=st["y0"].reshape(-1), u=st["u"].reshape(-1))
@@ -456,10 +462,17 @@ class BatchedRecourseEnv(VectorEnv):
         return self._observation(), reward, query_success, collective_cost
 
     # -- pieces of a round -------------------------------------------------------------------
-    def _decide(self, p: np.ndarray, group: np.ndarray) -> np.ndarray:
-        """Favourable decisions (B, n) from P(favourable) under the decision rule."""
+    def _decide(self, p: np.ndarray, group: np.ndarray, worlds=slice(None)) -> np.ndarray:
+        """Favourable decisions (B, n) from P(favourable) under the decision rule, of the
+        cohorts of `worlds` (a mask or slice of the B worlds; capacity ties are broken by
+        the cohort's ids and this round's lottery, as in the single env)."""
         if self._places is not None:
-            return capacity_decisions(p, self._places)
+            priority = None
+            if self._first._lottery:
+                person, round_ = self._state["person"][worlds], self._state["round"][worlds]
+                rounds = np.broadcast_to(round_[:, None] + 1, person.shape)
+                priority = keyed_uniforms(self._keys[TIES][worlds][:, None], person, rounds)
+            return capacity_decisions(p, self._places, priority)
         return p >= self._thresholds(group)
 
     def _thresholds(self, group: np.ndarray) -> np.ndarray:
@@ -502,8 +515,14 @@ class BatchedRecourseEnv(VectorEnv):
                 target = cut[world]
             else:
                 target = self._thresholds(st["group"])[world, row]
-            need = target + s.spec.margin
-            delta = linear_min_cost(value, coef, X_rows, s.action_set, need, s.spec.margin)
+            margin = s.spec.margin
+            if not isinstance(margin, int | float):  # drawn per person, as the single env
+                q = keyed_uniforms(
+                    self._keys[margin_stream(s.population)][world], st["person"][world, row]
+                )
+                margin = seeker_margins(margin, q)
+            need = target + margin
+            delta = linear_min_cost(value, coef, X_rows, s.action_set, need, margin)
             found_cost = np.asarray(s.action_set.cost(delta))
         else:  # no budget: they try, and move nothing
             delta, found_cost = np.zeros_like(X_rows), np.zeros(len(world))
@@ -685,6 +704,7 @@ class BatchedRecourseEnv(VectorEnv):
         st["u"], st["v"] = uv[:, 0], uv[:, 1]
         st["y0"] = (st["u"] < c.success_probability).astype(np.int64)
         st["record"] = c.y_hist if self._record_hist else np.full(c.y_hist.shape, -1, np.int64)
+        st["person"] = st["person"] + n  # a fresh cohort's ids follow the last one's
 
     def _observation(self) -> np.ndarray:
         """`RecourseEnv._observation` of every world (the next cohort, the updated model)."""

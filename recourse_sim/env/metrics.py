@@ -53,6 +53,13 @@ Every row (each group, ``query``, ``all``) has:
   they are decided; those who left as they would be, capacity at this round's cut-off
   score); empty when nobody's recourse succeeded last round (in round 1, unless
   a round 0 was played: ``reapply: next_round``)
+- ``seekers_at_cutoff``: share of the seekers (``n_seekers``) whose final score ends
+  within ``TIE_RESOLUTION`` (1e-9) of the score the round's final decision needs of
+  them: under ``capacity`` the round's cut-off (the lowest score given a place), under
+  a threshold rule their threshold. Seekers who aim exactly at it (``margin: 0``) pile
+  there, and under ``capacity`` a pile is one tied score that only the first of them
+  (``ties``) gets a place with; empty without seekers, under ``argmax`` and when the
+  capacity rule gave nobody a place
 
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).
@@ -185,6 +192,9 @@ class RoundRecord:
     holder_favoured: np.ndarray | None = None  # (h,) bool: favoured by this round's rule
     X: np.ndarray | None = None  # (n, d) true features at the start of the round
     report: np.ndarray | None = None  # (n, d) final reports
+    # (n,) the P(favourable) the final decision needs of each (capacity: the round's
+    # cut-off score; threshold rules: their threshold); None: no such score (argmax)
+    cutoff: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -254,7 +264,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     n = len(r.group)
     member = _membership(r.group, r.query, n_groups)
     fav, true_fav, tried, leaving = r.favourable, r.true_favourable, r.tried, r.leaving
-    values = np.empty((12, n))
+    values = np.empty((13, n))
     values[0] = 1.0
     values[1] = fav
     values[2] = r.favourable_before
@@ -267,6 +277,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     values[9] = leaving
     values[10] = np.where(fav, r.waited, 0)
     values[11] = np.where(leaving, r.failed, 0)
+    values[12] = tried & (r.cutoff is not None and np.abs(r.score - r.cutoff) <= TIE_RESOLUTION)
     counts = (member @ values.T).astype(np.int64).tolist()
     pool = _membership(r.pool_group, r.pool_query, n_groups).sum(1).astype(np.int64).tolist()
     holders = _membership(r.holder_group, r.holder_query, n_groups)
@@ -278,7 +289,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     out = []
     for j, row in enumerate(counts):
         size, n_fav, fav_before, n_true, correct, seekers, seekers_fav = row[:7]
-        fav_true, new, leavers, waited, failed = row[7:12]
+        fav_true, new, leavers, waited, failed, at_cutoff = row[7:13]
         if seekers == 0:
             mean_cost = 0.0
         else:
@@ -301,6 +312,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
                 "mean_time_to_favourable": _ratio(waited, n_fav),
                 "mean_failed_attempts": _ratio(failed, leavers),
                 "recourse_reliability": _ratio(int(held[j, 1]), int(held[j, 0])),
+                "seekers_at_cutoff": None if r.cutoff is None else _ratio(at_cutoff, seekers),
             }
         )
     return out

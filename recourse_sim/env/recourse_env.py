@@ -13,7 +13,13 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from recourse_sim.agents.social import recruit
-from recourse_sim.agents.strategies import IndividualResult, Strategy, adapt, make_strategy
+from recourse_sim.agents.strategies import (
+    IndividualResult,
+    Strategy,
+    adapt,
+    make_strategy,
+    seeker_margins,
+)
 from recourse_sim.env.metrics import (
     RoundRecord,
     people_columns,
@@ -22,7 +28,17 @@ from recourse_sim.env.metrics import (
 )
 from recourse_sim.env.pool import Pool, pool_rules
 from recourse_sim.env.rendering import Window, draw_frame, has_display
-from recourse_sim.env.streams import DECISION, LEARNER, WORLD, derive_streams, population_stream
+from recourse_sim.env.streams import (
+    DECISION,
+    LEARNER,
+    TIES,
+    WORLD,
+    derive_streams,
+    keyed_uniforms,
+    margin_stream,
+    population_stream,
+    stream_key,
+)
 from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
@@ -69,17 +85,21 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
        all stay. Each person has a stable id.
     2. **Decision** — the learner decides on the reports people apply with (a
        newcomer's are honest). ``capacity`` gives the ``places`` (or the share
-       ``capacity``) highest scores a place, ties to the earlier arrival. Under ``decision.rule:
-       pare`` the threshold is min(decision.threshold, τ̂), τ̂ Ross et al.'s PARE bound
-       recomputed for the current model each round on a calibration sample of honest
-       reports (never outcomes); a learner with ``recourse_loss_weight`` λ > 0 is fit
-       and updated with their recourse loss over the scenario's actionable set.
+       ``capacity``) highest scores a place, ties (scores within 1e-9) to the earlier
+       arrival or, with ``ties: random``, by a lottery number per person and round.
+       Under ``decision.rule: pare`` the threshold is min(decision.threshold, τ̂), τ̂
+       Ross et al.'s PARE bound recomputed for the current model each round on a
+       calibration sample of honest reports (never outcomes); a learner with
+       ``recourse_loss_weight`` λ > 0 is fit and updated with their recourse loss over
+       the scenario's actionable set.
     3. **Individual recourse** — rejected members of ``individual`` and ``genre``
        populations move their own reports within their action set (PGD, Wachter or
-       linear; or the best of a few GenRe samples), as far as their population's
-       behaviour takes them (``move``: a share of the way; ``tolerance``: each person's
-       own effort limit; α: whether they act at all); changes to *causal* features also
-       change their true features, changes to *proxy* features are gaming. With
+       linear; or the best of a few GenRe samples; ``min_cost`` aims ``margin`` above
+       the score the decision needs, a number or each person's own draw), as far as
+       their population's behaviour takes them (``move``: a share of the way;
+       ``tolerance``: each person's own effort limit; α: whether they act at all);
+       changes to *causal* features also change their true features, changes to
+       *proxy* features are gaming. With
        ``reapply: same_round`` everyone is decided again on the final reports; with
        ``next_round`` the changes take effect when the person applies next round.
     4. **Outcomes** — true outcomes follow the true features; metrics are recorded.
@@ -142,7 +162,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     person's true features, group and outcome noise, and lending's per-round repayment
     noise), ``learner`` (the learner's seed), ``decision`` (PARE's fresh calibration
     applicants) and one ``population/<name>`` per population (participation, adaptation,
-    social graphs, GenRe's seeds). Two runs with one seed that differ only in strategies
+    social graphs, GenRe's seeds); keyed streams give numbers that belong to a person:
+    ``margin/<name>`` (a margin drawn per person) and ``ties`` (a capacity rule's
+    lottery). Two runs with one seed that differ only in strategies
     or learner settings therefore draw the same world (common random numbers). At reset:
     ``np_random.integers(0, 2**32, size=4)`` derives the streams; the world resets
     (lending: its applicants) and draws its history; the learner stream gives the
@@ -201,6 +223,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
       settings as the action (``action: oar``), so that a policy's action space contains
       collective OAR. The v1 IDs are kept with their shift action.
+    * v2, v1 and v0, later revision (same IDs): ``auc`` counts the decision rule's ties
+      as ties; ``school_assignment`` (``SchoolAssignment-v0``) has seekers who aim a
+      margin drawn per person above the cut-off and lottery ties (before: everyone at
+      the cut-off, ties to the earlier arrival); ``SchoolAssignment-v1`` and ``-v2``
+      are unchanged.
     * v1, later revision (same IDs): draws come from named streams (common random
       numbers; a seed's rollouts differ from the first v1's), people persist in a pool,
       ``model_accuracy`` is measured under the decision rule, checkpoint state version 2.
@@ -276,13 +303,25 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._round_zero = any(
             s.stage == "decision" and s.spec.reapply == "next_round" for s in self.strategies
         )
+        # keyed streams (`recourse_sim.env.streams`): per-person margins, tie lotteries
+        self._lottery = scenario.decision.rule == "capacity" and scenario.decision.ties == "random"
+        self._keyed_names = (
+            *(
+                margin_stream(s.population)
+                for s in self.strategies
+                if not isinstance(getattr(s.spec, "margin", 0.0), int | float)
+            ),
+            *((TIES,) if self._lottery else ()),
+        )
         self._stream_names = (
             WORLD,
             LEARNER,
             DECISION,
             *(population_stream(s.population) for s in self.strategies),
+            *self._keyed_names,
         )
         self._streams: dict[str, np.random.Generator] = {}
+        self._keys: dict[str, int] = {}
         if warn_passive and not controlled and scenario.name not in _WARNED_PASSIVE:
             # once per scenario and process: Gymnasium's checkers make the env again
             _WARNED_PASSIVE.add(scenario.name)
@@ -433,6 +472,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._streams = derive_streams(self.np_random, self._stream_names)
+        self._keys = {name: stream_key(self._streams[name]) for name in self._keyed_names}
         world_rng = self._streams[WORLD]
         self.world.reset(world_rng)
         X_hist, y_hist = self.world.history(world_rng)
@@ -490,6 +530,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         moves = self._individual_recourse(c, honest_proba, favourable_before, cut)
         X_rep, X_true, tried, cost = moves.X_rep, moves.X_true, moves.tried, moves.cost
         proba, favourable, holders = moves.proba, moves.favourable, moves.holders
+
+        # the score the final decision needs of each person (`seekers_at_cutoff`)
+        final_cut = self._capacity_cut(proba, favourable)
+        cutoff = None if final_cut == np.inf else self._needed(c.group, final_cut)
 
         # 4. outcomes
         y = self.world.outcome(c, X_true, moves.changed)
@@ -606,6 +650,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             holder_favoured=holder_favoured,
             X=c.X,
             report=X_rep,
+            cutoff=cutoff,
         )
         metrics = round_metrics(record, self.group_labels)
         G = len(self.group_labels)
@@ -663,8 +708,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self._window = None
 
     # -- one round's pieces ----------------------------------------------------------------
-    def _decide(self, proba: np.ndarray, group: np.ndarray) -> np.ndarray:
-        """Favourable decisions (bool) from class probabilities under the decision rule."""
+    def _decide(
+        self, proba: np.ndarray, group: np.ndarray, person: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Favourable decisions (bool) from class probabilities under the decision rule
+        (`person`: the rows' ids, for a capacity rule's tie lottery)."""
         rule = self.scenario.decision
         p = proba[:, self.favourable]
         if rule.rule == "argmax":
@@ -674,9 +722,26 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             # arrival: the earlier first): the first `places` of a stable sort of −p,
             # found by a partition (linear time) instead of the sort. Scores within
             # TIE_RESOLUTION are ties: people who moved to the same cut-off land there up
-            # to rounding, and rounding should not decide who gets a place
-            return capacity_decisions(p, self.places(len(p)))
+            # to rounding, and rounding should not decide who gets a place. With
+            # ``ties: random`` the tied are taken in the order of this round's lottery
+            priority = None
+            if self._lottery:
+                assert person is not None
+                priority = self._keyed(TIES, person, np.full(len(person), self._round + 1))
+            return capacity_decisions(p, self.places(len(p)), priority)
         return p >= self._thresholds(group)
+
+    def _keyed(self, name: str, *counters: np.ndarray) -> np.ndarray:
+        """Uniforms of the keyed stream `name` for these counters (person ids, rounds)."""
+        return keyed_uniforms(self._keys[name], *counters)
+
+    def _margins(self, strategy: Strategy, person: np.ndarray) -> float | np.ndarray:
+        """A seeking population's margins: its number, or per person (ids `person`) the
+        spread's value at the person's quantile of the stream ``margin/<population>``."""
+        spec = getattr(strategy.spec, "margin", 0.0)
+        if isinstance(spec, int | float):
+            return float(spec)
+        return seeker_margins(spec, self._keyed(margin_stream(strategy.population), person))
 
     def places(self, n: int) -> int:
         """Places the capacity rule gives among `n` applicants (``places``, or the share
@@ -785,6 +850,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 self.favourable,
                 self._stream_of(s),
                 target=self._needed(c.group, cut),
+                margin=self._margins(s, c.person),
             )
             if cut is not None and found.tried.any():
                 # rejected at the cut-off by a tie: nothing to move, so nobody tries
@@ -816,7 +882,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X_true[:, self.causal] += change[:, self.causal]
             changed = (change[:, self.causal] != 0).any(1)
             proba = learner.predict_proba(X_rep)
-            favourable = self._decide(proba, c.group)
+            favourable = self._decide(proba, c.group, c.person)
         else:  # nobody changed their reports this round
             changed = np.zeros(n, bool)
             proba, favourable = honest_proba, favourable_before
@@ -949,7 +1015,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             if learner is key[0] and state is key[1] and cohort is key[2] and threshold == key[3]:
                 return proba, favourable
         proba = self.learner.predict_proba(c.report)
-        favourable = self._decide(proba, c.group)
+        favourable = self._decide(proba, c.group, c.person)
         favourable.flags.writeable = False
         self._kept_decisions = (key, proba, favourable)
         return proba, favourable
@@ -1063,6 +1129,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                     f"draws from {sorted(self._stream_names)}"
                 )
             self._streams = {name: _generator(streams[name]) for name in self._stream_names}
+            self._keys = {name: stream_key(self._streams[name]) for name in self._keyed_names}
             self._learner_seed = int(state["learner_seed"])
             learner = self._new_learner(random_state=self._learner_seed)
             learner.state_ = {
@@ -1189,14 +1256,23 @@ def checked_action(action, shape: tuple[int, ...]) -> np.ndarray:
     return a
 
 
-def capacity_decisions(p: np.ndarray, places: int) -> np.ndarray:
+def capacity_decisions(
+    p: np.ndarray, places: int, priority: np.ndarray | None = None
+) -> np.ndarray:
     """The capacity rule along the last axis of P(favourable) scores `p` (one row of
     applicants, or a stack of worlds' rows): the `places` highest scores get a place,
-    ties (`TIE_RESOLUTION`) in row order. The cut-off key is found by a partition
-    (linear time) instead of a sort; the tied rows that fill the remaining places are
-    the first ones of a running count."""
+    ties (`TIE_RESOLUTION`) in row order, or with `priority` (the shape of `p`) in
+    increasing priority. The cut-off key is found by a partition (linear time) instead
+    of a sort; the tied rows that fill the remaining places are the first ones of a
+    running count."""
     if places <= 0:
         return np.zeros(p.shape, bool)
+    if priority is not None:  # the rule on the rows in priority order, put back
+        order = np.argsort(priority, axis=-1, kind="stable")
+        ranked = capacity_decisions(np.take_along_axis(p, order, axis=-1), places)
+        out = np.empty_like(ranked)
+        np.put_along_axis(out, order, ranked, axis=-1)
+        return out
     key = tie_key(p)
     n = key.shape[-1]
     cut = np.partition(key, n - places, axis=-1)[..., n - places, None]

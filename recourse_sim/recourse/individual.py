@@ -66,7 +66,7 @@ def individual_recourse(
     *,
     objective: str = "budget",
     target=None,
-    margin: float = 0.0,
+    margin: float | np.ndarray = 0.0,
     state: State | None = None,
     steps: int = 100,
     step_size: float | None = None,
@@ -79,8 +79,9 @@ def individual_recourse(
     ``"min_cost"`` (the least-cost action that gets the goal decision; where none costs
     ε or less, δ = 0 and success is False). The goal decision is p(goal | x + δ) ≥
     `target` + `margin` (`target`: a probability, or one per row, e.g. the deployed
-    rule's threshold or the round's cut-off score), or with `target` None the argmax,
-    ahead of every other class by `margin`; `success` reports it for both objectives.
+    rule's threshold or the round's cut-off score; `margin`: a number, or one per row),
+    or with `target` None the argmax, ahead of every other class by `margin`; `success`
+    reports it for both objectives.
     `state` defaults to the learner's current parameters. `steps` and `step_size` (cost
     per step, default 2.5·ε/steps as in Madry et al.'s PGD) drive "pgd" and "wachter"; `lam` is
     Wachter's cost weight λ; `solver` ("closed_form" or "highs") is for "linear".
@@ -122,7 +123,7 @@ def individual_delta(
     *,
     objective: str = "budget",
     target=None,
-    margin: float = 0.0,
+    margin: float | np.ndarray = 0.0,
     state: State | None = None,
     steps: int = 100,
     step_size: float | None = None,
@@ -152,12 +153,15 @@ def individual_delta(
     )
 
 
-def _needed(objective: str, target, margin: float, n: int) -> np.ndarray | None:
+def _needed(objective: str, target, margin, n: int) -> np.ndarray | None:
     """The goal probability each row's decision needs, target + margin, (n,) float64
     (+inf: unreachable, e.g. a cut-off nobody made); None for the argmax."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"objective={objective!r} is not one of {', '.join(OBJECTIVES)}")
-    if not (0.0 <= margin < 1.0):
+    m = np.asarray(margin, dtype=np.float64)
+    if m.ndim > 1 or (m.ndim == 1 and len(m) != n):
+        raise ConfigError(f"margin has shape {m.shape}, expected a number or {n} numbers")
+    if not ((m >= 0.0) & (m < 1.0)).all():
         raise ConfigError(f"margin must be in [0, 1), got {margin!r}")
     if target is None:
         return None
@@ -166,10 +170,10 @@ def _needed(objective: str, target, margin: float, n: int) -> np.ndarray | None:
         raise ConfigError(f"target has shape {t.shape}, expected a number or {n} numbers")
     if np.isnan(t).any() or (t < 0).any():
         raise ConfigError("target must be probabilities >= 0 (+inf: unreachable)")
-    return np.broadcast_to(t + margin, (n,)).astype(np.float64)
+    return np.broadcast_to(t + m, (n,)).astype(np.float64)
 
 
-def _decided(learner, state, X: np.ndarray, goal: np.ndarray, need, margin: float) -> np.ndarray:
+def _decided(learner, state, X: np.ndarray, goal: np.ndarray, need, margin) -> np.ndarray:
     """Whether the goal decision holds at each row of X (see `individual_recourse`)."""
     with torch.no_grad():
         proba = learner.proba_fn(state, torch.from_numpy(X)).numpy()
@@ -276,7 +280,7 @@ def linear_min_cost(
     X: np.ndarray,
     action_set: ActionSet,
     need: np.ndarray | None,
-    margin: float = 0.0,
+    margin: float | np.ndarray = 0.0,
 ) -> np.ndarray:
     """The cheapest δ (n, d) with which each row's goal decision holds under a binary
     linear model, 0 where none costs ε or less: `value` (n,) is each row's goal margin
@@ -285,7 +289,7 @@ def linear_min_cost(
     different models (a batched environment's worlds) go through it together."""
     # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
     # classes ahead by `margin` is q = (1 + margin) / 2
-    q = np.full(len(X), (1.0 + margin) / 2) if need is None else need
+    q = np.broadcast_to((1.0 + np.asarray(margin)) / 2, (len(X),)) if need is None else need
     with np.errstate(divide="ignore", over="ignore"):
         required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
     gap = required - value

@@ -62,6 +62,10 @@ class DecisionRule(_Model):
     capacity: Probability = 0.5  # capacity rule: share of each cohort given the favourable decision
     # capacity rule: favourable decisions per round (people; None: the share `capacity`)
     places: PositiveInt | None = None
+    # capacity rule: who of the applicants tied at the cut-off score gets the last places:
+    # the earlier arrivals (in person order), or by a lottery number per person and round
+    # (as school choice breaks ties) from the named stream `ties`
+    ties: Literal["arrival", "random"] = "arrival"
     pare: PareSpec = PareSpec()  # pare rule: the guarantee and its calibration
 
     @model_validator(mode="after")

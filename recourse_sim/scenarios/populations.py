@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    BaseModel,
+    Discriminator,
     Field,
+    Tag,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -102,6 +105,44 @@ Tolerance = Annotated[
 ]
 
 
+class UniformMargin(_Model):
+    """Per-person margins spread evenly between `low` and `high` (probability units)."""
+
+    kind: Literal["uniform"]
+    low: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0  # smallest margin (probability)
+    high: Annotated[float, Field(ge=0.0, lt=1.0)]  # largest margin (probability)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformMargin:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low:g}) must not exceed high ({self.high:g})")
+        return self
+
+
+class LognormalMargin(_Model):
+    """Per-person margins whose logarithm is normal: most near `median`, a long upper
+    tail (a margin that puts the aim above 1 cannot be reached: that person stays)."""
+
+    kind: Literal["lognormal"]
+    median: Annotated[float, Field(gt=0.0, lt=1.0)]  # median margin (probability)
+    sigma: NonNegative = 0.5  # standard deviation of the log margin
+
+
+MarginSpread = Annotated[
+    Union[UniformMargin, LognormalMargin],  # noqa: UP007 (discriminated)
+    Field(discriminator="kind"),
+]
+
+# a seeker's margin: one number, or a spread given as a mapping (errors name the branch)
+Margin = Annotated[
+    Union[  # noqa: UP007 (discriminated)
+        Annotated[Annotated[float, Field(ge=0.0, lt=1.0)], Tag("number")],
+        Annotated[MarginSpread, Tag("spread")],
+    ],
+    Discriminator(lambda v: "spread" if isinstance(v, dict | BaseModel) else "number"),
+]
+
+
 class TruthfulPopulation(_Population):
     """Reports truthfully and never seeks recourse (the default for everyone)."""
 
@@ -132,8 +173,12 @@ class _Seekers(_Population):
     # decision (none if it costs more than epsilon); budget: the change within epsilon that
     # maximises the favourable probability (OAR Eq. 2), whatever it costs
     objective: Literal["min_cost", "budget"] = "min_cost"
-    # min_cost: clear the decision's score by this much probability (robust to small noise)
-    margin: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    # min_cost: how far above the score the decision needs (threshold or cut-off) a seeker
+    # aims, in probability units; a number for everyone (0: exactly at it, the best
+    # response of strategic classification), or a spread drawn once per person (kept for
+    # their stay, from the named stream `margin/<population>`), as applicants who do not
+    # know the exact cut-off aim above it by different amounts
+    margin: Margin = 0.0
 
 
 class IndividualPopulation(_Seekers):

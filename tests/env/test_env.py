@@ -617,7 +617,7 @@ populations:
 
 def test_capacity_decision_is_the_stable_top_share():
     # the partition-based rule picks what a stable sort of −p would, ties in row order
-    env = _small("school_assignment")
+    env = _small("school_assignment", decision__ties="arrival")
     rule = env.scenario.decision
     assert rule.rule == "capacity"
     rng = np.random.default_rng(0)
@@ -670,7 +670,10 @@ def test_kept_decisions_are_read_only_and_per_model():
     again = env._honest_decisions(env._cohort)[1]
     assert again is not favourable
     np.testing.assert_array_equal(
-        again, env._decide(env.learner.predict_proba(env._cohort.X), env._cohort.group)
+        again,
+        env._decide(
+            env.learner.predict_proba(env._cohort.X), env._cohort.group, env._cohort.person
+        ),
     )
 
 

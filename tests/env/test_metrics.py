@@ -39,6 +39,9 @@ def _plain_rates(r: RoundRecord, mask: np.ndarray, pool: np.ndarray, held: np.nd
         "mean_time_to_favourable": ratio(r.waited, favoured),
         "mean_failed_attempts": ratio(r.failed, leaving),
         "recourse_reliability": ratio(r.holder_favoured, held),
+        "seekers_at_cutoff": None
+        if r.cutoff is None
+        else ratio(np.abs(r.score - r.cutoff) <= 1e-9, seekers),
     }
 
 
@@ -125,6 +128,8 @@ def _record(rng, n: int, n_groups: int, seek: float, classes: int = 2) -> RoundR
         holder_group=rng.integers(g, size=h),
         holder_query=rng.random(h) < 0.3,
         holder_favoured=rng.random(h) < 0.6,
+        # the cut-off score, at which some seekers sit (None: an argmax rule)
+        cutoff=None if classes > 2 else np.full(n, 0.5),
     )
 
 
