@@ -33,7 +33,11 @@ window``, ``window: 1``; standardised or not; no recourse loss or defense); the
 ``capacity`` or ``threshold`` decision rule; labels not selective; populations
 ``truthful``, ``individual`` with ``objective: min_cost`` (exact for the linear model:
 `recourse_sim.recourse.individual.linear_min_cost`; same-round, without
-``just_enough``) and ``controlled`` with a ``complete`` or ``sbm`` graph.
+``just_enough``; a number ``margin`` or one drawn per person) and ``controlled`` with a
+``complete`` or ``sbm`` graph; capacity ties by arrival or lottery (``decision.ties``).
+Per-person margins and lottery numbers are keyed numbers of each world's own keyed
+streams and the cohort's person ids (a fresh cohort's ids follow the last one's), as
+in the single environment.
 """
 
 from __future__ import annotations

@@ -306,3 +306,26 @@ def test_native_variants_match_the_single_env(overrides):
     batched = _batched_rollout(venv, 50, actions)
     for i in range(3):
         _assert_same(batched[i], _single_rollout(SCHOOL, 50 + i, actions[:, i], **kwargs), i)
+
+
+@pytest.mark.parametrize(
+    "cut_off",
+    [
+        {"populations__students__margin": {"kind": "lognormal", "median": 0.05, "sigma": 0.5}},
+        {"populations__students__margin": 0.0, "decision__ties": "random"},  # a pile, a lottery
+        {
+            "populations__students__margin": {"kind": "uniform", "low": 0.01, "high": 0.1},
+            "decision__ties": "random",
+        },
+    ],
+)
+def test_margins_drawn_per_person_and_lottery_ties_are_the_single_envs(cut_off):
+    """Seekers' margins drawn per person (keyed by their ids) and the capacity rule's
+    lottery give each world the single env's rollout, natively."""
+    kwargs = {**SMALL, **cut_off}
+    venv = _make_vec(3, **kwargs)
+    assert isinstance(venv, BatchedRecourseEnv)
+    actions = _actions(venv.action_space, 6, seed=8)
+    rows = _batched_rollout(venv, 40, actions)
+    for i in range(3):
+        _assert_same(rows[i], _single_rollout(SCHOOL, 40 + i, actions[:, i], **kwargs), i)
