@@ -242,3 +242,40 @@ def test_the_readme_job_has_no_pile_with_the_defaults(tmp_path):
     assert (everyone["seekers_at_cutoff"] < 0.5).all()
     success = everyone["recourse_success_rate"]
     assert 0.10 < success.min() and success.max() < 0.22
+
+
+@pytest.mark.parametrize(("name", "cut"), [("school_assignment", True), ("oar_iris", False)])
+def test_a_margin_per_row_is_each_rows_number(name, cut):
+    """`Individual.act` with one margin per person gives each person the recourse of
+    their margin as a number (a capacity cut-off, and the argmax of three classes)."""
+    env = RecourseEnv(name, rounds=1, **(SMALL if cut else {}))
+    env.reset(seed=0)
+    c = env._cohort
+    proba, favourable = env._honest_decisions(c)
+    target = env._needed(c.group, env._capacity_cut(proba, favourable))
+    s = next(s for s in env.strategies if s.stage == "decision")
+    s.spec = s.spec.model_copy(update={"participation": 1.0, "margin": 0.0})
+    seekers = ~favourable
+    margins = np.where(np.arange(len(c.group)) % 2 == 0, 0.02, 0.1)
+    together = s.act(
+        env.learner,
+        c.report,
+        seekers,
+        env.favourable,
+        np.random.default_rng(0),
+        target=target,
+        margin=margins,
+    )
+    assert together.tried.sum() > 10
+    for m in (0.02, 0.1):
+        alone = s.act(
+            env.learner,
+            c.report,
+            seekers,
+            env.favourable,
+            np.random.default_rng(0),
+            target=target,
+            margin=m,
+        )
+        rows = together.tried & (margins == m)
+        np.testing.assert_allclose(together.delta[rows], alone.delta[rows], atol=1e-12)
