@@ -40,8 +40,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
+from recourse_sim import stats as intervals
 from recourse_sim.env import RecourseEnv
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -132,19 +132,17 @@ def run(scenario: str, arm: str, defense: str, seed: int, rounds: int, burn_in: 
 
 def mean_ci(values, scale: float = 100.0, digits: int = 1) -> str:
     """'mean [lo, hi]' (scaled) with the 95 % Student-t interval over the seeds."""
-    v = np.asarray(values, dtype=float) * scale
-    if len(v) < 2:
-        return f"{v.mean():+.{digits}f} [n/a]"
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return f"{v.mean():+.{digits}f} [{v.mean() - half:+.{digits}f}, {v.mean() + half:+.{digits}f}]"
+    ci = intervals.mean_ci(np.asarray(values, dtype=float) * scale)
+    m, half = ci.mean, ci.half_width
+    if ci.n < 2:
+        return f"{m:+.{digits}f} [n/a]"
+    return f"{m:+.{digits}f} [{m - half:+.{digits}f}, {m + half:+.{digits}f}]"
 
 
 def _ci_low(values) -> float:
     """Lower end of the 95 % Student-t interval of the mean over seeds (-inf for one)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return -np.inf
-    return v.mean() - stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+    ci = intervals.mean_ci(values)
+    return ci.mean - ci.half_width if ci.n > 1 else -np.inf
 
 
 def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
@@ -242,10 +240,8 @@ def _plot(table: pd.DataFrame, path: Path) -> None:
             for arm in ARMS:
                 v = t[(t["arm"] == arm) & (t["defense"] == defense)]["query_success"].to_numpy()
                 means.append(v.mean() if len(v) else np.nan)
-                n = len(v)
-                halves.append(
-                    stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / np.sqrt(n) if n > 1 else 0.0
-                )
+                ci = intervals.mean_ci(v)
+                halves.append(ci.half_width if ci.n > 1 else 0.0)
             x = np.arange(len(ARMS)) + (i - (len(DEFENSES) - 1) / 2) * width
             ax.bar(x, means, width, yerr=halves, label=defense, capsize=2)
         ax.set_xticks(np.arange(len(ARMS)), list(ARMS))

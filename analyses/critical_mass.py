@@ -58,6 +58,7 @@ import pandas as pd
 import torch
 
 from recourse_sim.env import RecourseEnv
+from recourse_sim.stats import t_half_width
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -502,7 +503,7 @@ def _signal_summary(table: pd.DataFrame, args: Args) -> pd.DataFrame:
     g = table.groupby("alpha")
     summary = g[["success", "query_success", "accuracy"]].mean()
     n = g.size()
-    summary["success_ci"] = 1.96 * g["success"].std(ddof=1) / np.sqrt(n)
+    summary["success_ci"] = t_half_width(g["success"].std(ddof=1), n)
     summary["bound"] = hardt_bound(summary.index.to_numpy(), args.signal_offset)
     summary["bound_best"] = hardt_bound_best(summary.index.to_numpy(), args.signal_offset)
     return summary.reset_index()
@@ -590,13 +591,9 @@ def _signal_markdown(summary: pd.DataFrame, args: Args, seconds: float) -> str:
 
 def _german_summary(table: pd.DataFrame, args: Args) -> pd.DataFrame:
     """Per (offset, α): mean success, its 95 % Student-t CI over seeds, the bound."""
-    from scipy import stats
-
     g = table.groupby(["offset", "alpha"])
     summary = g[["success", "accuracy"]].mean()
-    n = g.size()
-    t = stats.t.ppf(0.975, np.maximum(n - 1, 1))
-    summary["success_ci"] = t * g["success"].std(ddof=1).fillna(0.0) / np.sqrt(n)
+    summary["success_ci"] = t_half_width(g["success"].std(ddof=1), g.size())
     summary = summary.reset_index()
     summary["bound"] = np.nan
     for offset in summary["offset"].unique():

@@ -82,6 +82,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from recourse_sim import stats as intervals
 from recourse_sim.env import RecourseEnv
 from recourse_sim.scenarios import Scenario, load_scenario
 from recourse_sim.simulate import simulate
@@ -395,16 +396,12 @@ def mean_sd(values: pd.Series | np.ndarray, scale: float = 1.0, digits: int = 1)
 def mean_ci(values: pd.Series | np.ndarray, scale: float = 1.0, digits: int = 1) -> str:
     """'mean [lo, hi]': the mean of finite values (scaled) and its 95 % Student-t
     confidence interval over them (the seeds), or 'n/a'."""
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float) * scale
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
+    ci = intervals.mean_ci(np.asarray(values, dtype=float) * scale)
+    if ci.n == 0:
         return "n/a"
-    if len(v) == 1:
-        return f"{v[0]:+.{digits}f} [n/a]"
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    m = v.mean()
+    if ci.n == 1:
+        return f"{ci.mean:+.{digits}f} [n/a]"
+    m, half = ci.mean, ci.half_width
     return f"{m:+.{digits}f} [{m - half:+.{digits}f}, {m + half:+.{digits}f}]"
 
 

@@ -54,13 +54,12 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.frozen import FrozenEstimator
@@ -77,6 +76,7 @@ from recourse_sim.recourse.genre import (
     pairing_distribution,
     snap_to_levels,
 )
+from recourse_sim.stats import mean_ci, paired_difference
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = ("adult", "compas", "german")
@@ -568,19 +568,6 @@ def report_only(args: Args) -> None:
 METRICS = ("cost", "validity", "lof", "score", "lof_with_duplicates", "h_validity")
 
 
-def ci95(values) -> tuple[float, float, int]:
-    """(mean, half-width of the 95 % Student-t interval, n) of the finite values; the
-    half-width is NaN below two values."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
-        return float("nan"), float("nan"), 0
-    if len(v) < 2:
-        return float(v.mean()), float("nan"), 1
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return float(v.mean()), float(half), len(v)
-
-
 def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
     """One row per (dataset, method): the metrics' means over seeds under their usual
     names (so the single-seed report code reads them), ``n_seeds`` and a ``*_ci95``
@@ -590,7 +577,7 @@ def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
     for (name, method), g in per_seed.groupby(["dataset", "method"], sort=False):
         row = {"dataset": name, "method": method, "kind": g["kind"].iloc[0]}
         for m in (*METRICS, "score_dup"):
-            mean, half, n = ci95(g[m])
+            mean, half, n = astuple(mean_ci(g[m]))
             row[m], row[f"{m}_ci95"] = mean, half
         row["n_seeds"] = n
         row["seconds_per_instance"] = float(g["seconds_per_instance"].mean())
@@ -610,13 +597,7 @@ def paired_tests(per_seed: pd.DataFrame) -> pd.DataFrame:
             wide = g.pivot(index="seed", columns="method", values=col)
             for other in wide.columns.drop("genre", errors="ignore"):
                 pair = wide[["genre", other]].dropna()
-                diff = pair["genre"] - pair[other]
-                mean, half, n = ci95(diff)
-                p = (
-                    float(stats.ttest_rel(pair["genre"], pair[other]).pvalue)
-                    if n > 1 and diff.std() > 0
-                    else float("nan")
-                )
+                mean, half, p, n = astuple(paired_difference(pair["genre"], pair[other]))
                 rows.append(
                     {
                         "dataset": name,
@@ -694,16 +675,12 @@ def depth_ablation(main: pd.DataFrame, deeper: pd.DataFrame, layers: int) -> pd.
             continue
         row = {"dataset": name, "layers": int(depth)}
         for m in ("cost", "validity", "lof", "score", "fit_seconds"):
-            row[m], row[f"{m}_ci95"], row["n_seeds"] = ci95(g[m])
+            row[m], row[f"{m}_ci95"], row["n_seeds"] = astuple(mean_ci(g[m]))
         base = genre[(genre["dataset"] == name) & (genre["layers"] == layers)]
         pair = g.merge(base, on="seed", suffixes=("", "_base"))
-        diff = pair["score"] - pair["score_base"]
-        row["score_minus_base"], row["score_minus_base_ci95"], _ = ci95(diff)
-        row["p_value"] = (
-            float(stats.ttest_rel(pair["score"], pair["score_base"]).pvalue)
-            if len(pair) > 1 and diff.std() > 0
-            else float("nan")
-        )
+        diff = paired_difference(pair["score"], pair["score_base"])
+        row["score_minus_base"], row["score_minus_base_ci95"] = diff.mean, diff.half_width
+        row["p_value"] = diff.p_value
         rows.append(row)
     return pd.DataFrame(rows)
 

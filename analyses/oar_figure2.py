@@ -65,12 +65,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from recourse_sim.learners import Learner, LogisticRegression, MLPClassifier, NearestCentroid
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.collective import collective_recourse, rollout
 from recourse_sim.recourse.individual import individual_recourse
+from recourse_sim.stats import mean_ci, paired_difference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # vae.py is a sibling script, not part of the package
@@ -485,23 +485,15 @@ def deviations(report: Report, main: pd.DataFrame, alt: dict) -> list[str]:
     return lines
 
 
-def ci95(values) -> tuple[float, float]:
-    """Mean and half-width of the 95 % t-interval of `values` (0 for one value)."""
-    v = np.asarray(values, np.float64)
-    if len(v) < 2:
-        return float(v.mean()), 0.0
-    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-
-
 def seed_spread(report: Report) -> str:
     """The deviations table's note on VAE seeds."""
     acc = report.vae_seed_accuracy
     if len(acc) < 2:
         return "one VAE seed (no interval)"
-    mean, half = ci95(acc)
+    ci = mean_ci(acc)
     return (
-        f"{len(acc)} VAE seeds: accuracy {mean:.3f} ± {half:.3f} (95 % CI); the curves over "
-        "seeds are below"
+        f"{len(acc)} VAE seeds: accuracy {ci.mean:.3f} ± {ci.half_width:.3f} (95 % CI); the curves "
+        "over seeds are below"
     )
 
 
@@ -529,18 +521,16 @@ def seed_tables(seeds: pd.DataFrame) -> list[str]:
             "|---|---|---|---|---|---|",
         ]
         for eps, rows in part.groupby("eps"):
-            ind, col = ci95(rows["individual_loss"]), ci95(rows["collective_loss"])
+            ind, col = mean_ci(rows["individual_loss"]), mean_ci(rows["collective_loss"])
             diff = (rows["individual_loss"] - rows["collective_loss"]).to_numpy()
-            g = ci95(diff)
-            p = (
-                float(stats.ttest_1samp(diff, 0.0, alternative="greater").pvalue)
-                if eps > 0 and diff.std() > 0
-                else float("nan")
+            g = paired_difference(
+                rows["individual_loss"], rows["collective_loss"], alternative="greater"
             )
+            p = g.p_value if eps > 0 else float("nan")
             lines.append(
-                f"| {eps:g} | {ind[0]:.4f} ± {ind[1]:.4f} | {col[0]:.4f} ± {col[1]:.4f} | "
-                f"{g[0]:.4f} ± {g[1]:.4f} | {'–' if np.isnan(p) else f'{p:.1e}'} | "
-                f"{diff.min():.4f} |"
+                f"| {eps:g} | {ind.mean:.4f} ± {ind.half_width:.4f} | "
+                f"{col.mean:.4f} ± {col.half_width:.4f} | {g.mean:.4f} ± {g.half_width:.4f} | "
+                f"{'–' if np.isnan(p) else f'{p:.1e}'} | {diff.min():.4f} |"
             )
         lines.append("")
     return lines

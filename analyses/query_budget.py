@@ -41,8 +41,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
+from recourse_sim import stats as intervals
 from recourse_sim.env import RecourseEnv
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -123,9 +123,8 @@ def run(block: dict, seed: int, rounds: int, burn_in: int, rule: str = "window")
 
 def mean_ci(v, scale: float = 1.0, digits: int = 2) -> tuple[float, float, str]:
     """(mean, half-width, 'mean [lo, hi]') of the 95 % Student-t interval over seeds."""
-    v = np.asarray(v, dtype=float) * scale
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0
-    m = v.mean()
+    ci = intervals.mean_ci(np.asarray(v, dtype=float) * scale)
+    m, half = ci.mean, (ci.half_width if ci.n > 1 else 0)
     return m, half, f"{m:+.{digits}f} [{m - half:+.{digits}f}, {m + half:+.{digits}f}]"
 
 

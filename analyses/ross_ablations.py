@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
+from recourse_sim import stats as intervals
 from recourse_sim.recourse import individual_recourse
 from recourse_sim.recourse.ross import (
     max_f1_threshold,
@@ -117,19 +117,17 @@ def run_split(name: str, split: int, args: Args, german_flip: bool = False) -> l
 
 def ci(values) -> str:
     """'mean ± half-width' of the 95 % Student-t interval over splits."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return f"{v.mean():.3f} (n={len(v)})" if len(v) else "n/a"
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return f"{v.mean():.3f} ± {half:.3f}"
+    c = intervals.mean_ci(values)
+    if c.n < 2:
+        return f"{c.mean:.3f} (n={c.n})" if c.n else "n/a"
+    return f"{c.mean:.3f} ± {c.half_width:.3f}"
 
 
 def paired(table: pd.DataFrame, name: str, a: str, b: str, metric: str) -> tuple[str, str, str]:
     """(a's mean ± CI, b's, b − a paired by split with the paired t-test's p-value)."""
     t = table[table["dataset"] == name].pivot(index="split", columns="variant", values=metric)
     diff = (t[b] - t[a]).dropna()
-    p = stats.ttest_rel(t[b], t[a], nan_policy="omit").pvalue if len(diff) > 1 else np.nan
+    p = intervals.paired_difference(t[b], t[a]).p_value
     return ci(t[a]), ci(t[b]), f"{ci(diff)} (p = {p:.2g})"
 
 
@@ -138,12 +136,8 @@ def gap_share(table: pd.DataFrame, name: str, a: str, b: str, metric: str, paper
     closes: (a − b) / (a − paper), from the means over splits."""
     t = table[table["dataset"] == name].pivot(index="split", columns="variant", values=metric)
     ours, variant = t[a].mean(), t[b].mean()
-    values = t[a].dropna()
-    half = (
-        stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-        if len(values) > 1
-        else 0.0
-    )
+    c = intervals.mean_ci(t[a])
+    half = c.half_width if c.n > 1 else 0.0
     if not np.isfinite(ours - paper) or abs(ours - paper) <= max(half, 1e-12):
         return "no gap (paper within our interval)"
     return f"{(ours - variant) / (ours - paper):.0%}"

@@ -50,7 +50,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -60,8 +60,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
-from scipy.stats import sem
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
 
 from recourse_sim.data import load
@@ -73,6 +71,7 @@ from recourse_sim.recourse.ross import (
     recourse_rates,
     recourse_scores,
 )
+from recourse_sim.stats import mean_ci, paired_difference
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = ("adult", "compas", "german")
@@ -341,15 +340,6 @@ def report(table1: pd.DataFrame, splits2: pd.DataFrame, args: Args, timings: dic
     (args.out / "ross_tables.md").write_text(markdown(table1, table2, splits2, args, timings))
 
 
-def ci95(values) -> tuple[float, float, int]:
-    """(mean, 95 % Student-t half-width, n) of the finite values (half-width NaN if n < 2)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) < 2:
-        return (float(v.mean()) if len(v) else float("nan")), float("nan"), len(v)
-    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * sem(v)), len(v)
-
-
 def summarise(per_split: pd.DataFrame, keys: list[str], metrics) -> pd.DataFrame:
     """One row per cell (`keys`): ``n_splits`` and, per metric, the mean over splits
     (under the metric's name) and the 95 % Student-t half-width (``<metric>_ci95``;
@@ -358,7 +348,7 @@ def summarise(per_split: pd.DataFrame, keys: list[str], metrics) -> pd.DataFrame
     for cell, g in per_split.groupby(keys, sort=False):
         row = dict(zip(keys, cell, strict=True)) | {"n_splits": g["split"].nunique()}
         for m in metrics:
-            row[m], row[f"{m}_ci95"], _ = ci95(g[m])
+            row[m], row[f"{m}_ci95"], _ = astuple(mean_ci(g[m]))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -503,7 +493,7 @@ def _splits(args: Args) -> str:
 
 def _fmt(values) -> str:
     """'mean ± 95 % half-width' over splits (the mean alone below two values)."""
-    mean, half, n = ci95(values)
+    mean, half, n = astuple(mean_ci(values))
     if n == 0:
         return "—"
     return f"{mean:.3f}" if n < 2 else f"{mean:.3f} ± {half:.3f}"
@@ -512,11 +502,9 @@ def _fmt(values) -> str:
 def _paired(base: pd.DataFrame, ours: pd.DataFrame, metric: str) -> str:
     """λ = 0.8 − λ = 0 paired by split: mean ± 95 % half-width and the paired t-test."""
     both = pd.merge(base[["split", metric]], ours[["split", metric]], on="split").dropna()
-    diff = both[f"{metric}_y"] - both[f"{metric}_x"]
-    mean, half, n = ci95(diff)
+    mean, half, p, n = astuple(paired_difference(both[f"{metric}_y"], both[f"{metric}_x"]))
     if n < 2:
         return f"{mean:+.3f} (n = {n})"
-    p = stats.ttest_rel(both[f"{metric}_y"], both[f"{metric}_x"]).pvalue
     return f"{mean:+.3f} ± {half:.3f} (paired t-test p = {p:.2g}, n = {n})"
 
 

@@ -46,11 +46,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
 from recourse_sim.agents.training import PPOConfig, train_ppo
 from recourse_sim.env import RecourseEnv
+from recourse_sim.stats import mean_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINES = ("none", "individual", "oar")
@@ -273,10 +273,7 @@ def _run_job(job: Job) -> dict:
 
 def _ci95(values) -> float:
     """Half-width of the 95 % Student-t interval of the mean (nan for fewer than 2)."""
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return float("nan")
-    return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return mean_ci(values).half_width
 
 
 def _units(table: pd.DataFrame) -> pd.DataFrame:

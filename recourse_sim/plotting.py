@@ -102,9 +102,9 @@ def plot_sweep(
     """A sweep (``sweep.csv`` or its directory): each grid cell as the mean over its seeds
     per round with a 95 % confidence band (Student t), for one `group` (default
     ``all``)."""
-    import numpy as np
     import pandas as pd
-    from scipy import stats
+
+    from recourse_sim.stats import t_half_width
 
     path = Path(sweep)
     path = path / "sweep.csv" if path.is_dir() else path
@@ -126,10 +126,9 @@ def plot_sweep(
         by_round = cell.groupby("round")
         means = by_round.mean(numeric_only=True)
         n = by_round.size()
-        sem = by_round.std(numeric_only=True).div(np.sqrt(n), axis=0)
-        t = stats.t.ppf(0.975, np.maximum(n - 1, 1)).reshape(-1, 1)
+        half = t_half_width(by_round.std(numeric_only=True), n)
         lines[label] = {c: (means.index, means[c]) for c in means.columns}
-        bands[label] = {c: (means[c] - t[:, 0] * sem[c], means[c] + t[:, 0] * sem[c]) for c in sem}
+        bands[label] = {c: (means[c] - half[c], means[c] + half[c]) for c in half}
     seeds = table["seed"].nunique()
     return _draw(
         lines, bands, out, f"{path.parent.name}: mean and 95 % CI over {seeds} seeds", "cell"
