@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -151,3 +153,19 @@ def test_ross_summary_intervals(ross_table):
     assert s["n_splits"] == 4
     assert s["f1"] == pytest.approx(0.6)  # the undefined split left out
     assert s["f1_ci95"] == pytest.approx(stats.t.ppf(0.975, 2) * 0.1 / np.sqrt(3))
+
+
+def test_genre_german_note_gives_the_committed_scores(genre_table):
+    """The report says, beside the intervals, that on German credit (no paper column)
+    GenRe scores below PGD and NNR(D⁺), with the committed numbers."""
+    results = Path(genre_table.__file__).parent / "results"
+    summary = pd.read_csv(results / "genre_table2.csv")
+    tests = pd.read_csv(results / "genre_table2_tests.csv")
+    german = summary[summary["dataset"] == "german"].set_index("method")["score"]
+    assert german["genre"] < german["pgd"] < german["nnr_dh+"]
+    notes = genre_table.no_paper_column_notes(summary, tests)
+    assert len(notes) == 2  # a blank line and German's note: Adult and COMPAS have columns
+    for method in ("genre", "pgd", "nnr_dh+"):
+        assert f"{german[method]:.3f}" in notes[1]
+    assert "no German column" in notes[1] and "not a failed reproduction" in notes[1]
+    assert notes[1] in (results / "genre_table2.md").read_text()

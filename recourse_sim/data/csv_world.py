@@ -162,6 +162,14 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         group = g.map({v: i for i, v in enumerate(group_labels)}).to_numpy(dtype=np.int64)
     else:
         group_labels, group = (), np.zeros(len(df), np.int64)
+    for reserved, row in (("all", "row of everyone"), ("query", "query group's row")):
+        if reserved in group_labels:  # metrics.csv's rows are unique per (round, group)
+            where = "world.group.labels" if bins else "the file"
+            fail(
+                group_column,
+                f"group {reserved!r} is a name metrics.csv keeps for its {row}; "
+                f"rename that group in {where}",
+            )
     d = len(columns)
     return TabularData(
         X=X,

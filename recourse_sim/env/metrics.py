@@ -13,7 +13,10 @@ same record. This page documents every column of both files.
 Every row (each group, ``query``, ``all``) has:
 
 - ``round``: round number (1 = the first round)
-- ``group``: group name, ``query`` or ``all``
+- ``group``: group name, ``query`` or ``all``; one row per (round, group). A Gaussian
+  world's own query group (its group ``query``) is the ``query`` row, written once; if
+  the scenario's query group is other people, that group's row is ``query_group``. A
+  CSV world refuses a group named ``all`` or ``query``
 - ``n``: people applying this round
 - ``acceptance_rate``: share given the favourable decision (the final one, after
   recourse)

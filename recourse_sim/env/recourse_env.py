@@ -282,6 +282,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self.n_classes = self.world.n_classes
         self.favourable = self.world.favourable
         self.group_labels = self.world.group_labels
+        self._row_labels, self._query_group_row = _metric_row_labels(
+            self.group_labels, scenario.query
+        )
 
         check_classes(scenario, self.n_classes)
         self.action_set, self.causal = _base_action_set(scenario, self.world)
@@ -652,13 +655,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             report=X_rep,
             cutoff=cutoff,
         )
-        metrics = round_metrics(record, self.group_labels)
+        metrics = round_metrics(record, self._row_labels)
         G = len(self.group_labels)
         self._last = {
             "acceptance": np.array([m["acceptance_rate"] for m in metrics[:G]]),
             "true_outcome": np.array([m["true_outcome_rate"] for m in metrics[:G]]),
             "query_acceptance": np.array([metrics[G]["acceptance_rate"]]),
         }
+        if self._query_group_row is not None:  # the same people as the query row: once
+            del metrics[self._query_group_row]
         self._last_metrics = metrics
         if self.render_mode in ("rgb_array", "human"):
             self._history.append(metrics)
@@ -1364,6 +1369,28 @@ def _warn_if_powerless(scenario: Scenario, name: str, pop, aset: ActionSet) -> N
 def _values(cost) -> list:
     """The values of ``features.cost`` (the string ``std`` stands for itself)."""
     return [cost] if isinstance(cost, str) else list(cost.values())
+
+
+def _metric_row_labels(
+    group_labels: tuple[str, ...], query: QuerySpec
+) -> tuple[tuple[str, ...], int | None]:
+    """The names of a round's per-group rows in metrics.csv, and the index of a group row
+    to leave out. Only a Gaussian world has a group named ``query`` (its query people):
+    when the scenario's query group is exactly that group, its row would repeat the
+    ``query`` row, so it is written once (the row to leave out); otherwise the group's
+    row is named ``query_group`` so that (round, group) stays unique. Data groups are
+    never named ``query`` or ``all`` (a CSV world refuses those values)."""
+    if "query" not in group_labels:
+        return group_labels, None
+    j = group_labels.index("query")
+    exact = (
+        query.labels is None
+        and query.groups in (None, ["query"])
+        and (query.world or query.groups == ["query"])
+    )
+    if exact:
+        return group_labels, j
+    return tuple("query_group" if g == "query" else g for g in group_labels), None
 
 
 def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.ndarray]:
