@@ -6,7 +6,9 @@ sees: the answer of the deployed model (its decision, or with ``access: scores``
 class probabilities) to reports it submits, at most ``budget`` a round; and it knows the
 model family, hyperparameters and update rule only as assumptions (the learner's own
 family; its hyperparameters overridden by ``assumed_params``; ``assumed_update_rule``, by
-default the learner's own rule).
+default the learner's own rule). A correct assumption includes the learner's input
+scaling (``standardize``: the shift and scale fitted on the learner's history), which
+the surrogate shares (`Learner.scaling_keys`) instead of fitting its own to the probes.
 
 Each round it
 
@@ -27,7 +29,10 @@ is white-box OAR's. With decisions only, the boundary is learnt but not the slop
 small ridge, `DECISIONS_RIDGE`, keeps it finite); a wrong update rule changes the hypergradient.
 
 Assumption stated here: like white-box OAR the collective knows the round's training
-rows (X, y) it acts on; only the model is hidden.
+rows (X, y) it acts on; only the model is hidden. Answers kept from earlier rounds
+(``memory`` beyond one round's reports) were given by earlier models: the surrogate is
+fitted to them too, so against a learner that moves it matches the deployed model (and
+its plan white-box OAR's) exactly only when it keeps one round's answers.
 """
 
 from __future__ import annotations
@@ -127,7 +132,10 @@ class CollectiveBlackbox(Strategy):
                 return False
             self.surrogate = self._assumed(learner).fit(self._P, labels)
             if self.surrogate_state is None:
-                self.surrogate_state = self.surrogate.state_
+                # the learner's own input scaling (fitted on its history): part of a
+                # correct assumption, like its family; one fitted on the probes is not it
+                scaling = {k: learner.state_[k].clone() for k in learner.scaling_keys}
+                self.surrogate_state = {**self.surrogate.state_, **scaling}
         return True
 
     def _surrogate(self, learner: Learner) -> tuple[Learner, State] | None:

@@ -241,6 +241,12 @@ class Learner(ABC):
         self._check_fitted()
         return tuple(self.state_)
 
+    @property
+    def scaling_keys(self) -> tuple[str, ...]:
+        """State entries of a fixed input scaling, set by `fit` from its rows and kept by
+        every update (none by default)."""
+        return ()
+
     def goal_loss_grad(
         self, state: State, X: np.ndarray, goal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:

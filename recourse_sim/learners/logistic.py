@@ -210,6 +210,12 @@ class LogisticRegression(Learner):
 
     param_keys = ("coef", "intercept")
 
+    @property
+    def scaling_keys(self) -> tuple[str, ...]:
+        """``x_shift`` and ``x_scale`` with ``standardize`` (fitted on the first rows)."""
+        self._check_fitted()
+        return tuple(k for k in _SCALING if k in self.state_)
+
     def __init__(
         self,
         C: float = 1.0,

@@ -222,3 +222,40 @@ def test_a_wrong_regularisation_changes_the_plan_not_the_fitted_scores():
     # 1.66 against 1.53, honest 2.15); a stronger one can even help a little more, the
     # solver being local (OAR's 10 steps are not the optimum of a non-convex problem)
     assert right < wrong < honest
+
+
+def test_correct_assumptions_share_the_scaling_and_reproduce_white_box_round_by_round():
+    """A standardised, warm-started (sgd) learner: unlimited scores and correct
+    assumptions (family, hyperparameters, update rule and the learner's feature scaling,
+    fitted on its history) give white-box OAR's plan every round."""
+    rng = np.random.default_rng(5)
+    scale = np.array([1.0, 10.0, 0.1])  # features on different scales: scaling matters
+
+    def rows(n):
+        X = np.vstack([rng.normal(-1, 1.0, (n, 3)), rng.normal(1, 1.0, (n, 3))]) * scale
+        return X + np.array([0.0, 50.0, -3.0]), np.repeat([0, 1], n)
+
+    learner = make_learner(
+        "logistic_regression", update_rule="sgd", C=1.0, epochs=20, lr=1.0, standardize=True
+    )
+    learner.fit(*rows(200))
+    aset = ActionSet(3, epsilon=1.0)
+    # memory: one round's answers (20 queries + 120 rows); answers kept from an earlier
+    # round are the earlier model's, and a surrogate fitted to them too is not the model
+    spec = CollectiveBlackboxPopulation(
+        strategy="collective_blackbox", budget=None, memory=140, steps=10
+    )
+    black = CollectiveBlackbox("c", spec, aset)
+    queries = (rng.normal(-0.5, 0.3, (20, 3)) * scale) + np.array([0.0, 50.0, -3.0])
+    for _ in range(4):
+        X, y = rows(60)
+        members = np.zeros(len(X), bool)
+        members[60:90] = True
+        white = collective_recourse(learner, X, y, queries, 1, aset, members=members, steps=10)
+        delta = black.act(learner, X, y, members, queries, 1)
+        for k in ("x_shift", "x_scale"):  # the learner's scaling, not one fitted on probes
+            torch.testing.assert_close(black.surrogate_state[k], learner.state_[k])
+        # (without the shared scaling every member's row differs, by up to 1.2)
+        np.testing.assert_allclose(delta, white.delta, atol=1e-5)
+        learner.update(X + delta, y)
+        black.observe(learner, X + delta, y)
