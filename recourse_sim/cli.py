@@ -285,18 +285,21 @@ def _slug(name: str) -> str:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from recourse_sim.scenarios import load_scenario
+    from recourse_sim.scenarios import belief_notes, load_scenario
     from recourse_sim.simulate import preflight
 
     status = 0
     for name in args.scenarios:
         try:
-            summary = preflight(load_scenario(name, overrides=args.overrides or None))
+            scenario = load_scenario(name, overrides=args.overrides or None)
+            summary = preflight(scenario)
         except RecourseSimError as e:  # report every bad file, not only the first
             _print_error(e)
             status = EXIT_USAGE
         else:
             print(f"ok: {name}")
+            for line in belief_notes(scenario):  # legal, but worth knowing
+                print(f"note: {line}")
             if not args.quiet:
                 print("\n".join(f"  {line}" for line in summary))
     return status

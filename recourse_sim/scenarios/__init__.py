@@ -50,6 +50,7 @@ from recourse_sim.scenarios.base import (
     Probability,
 )
 from recourse_sim.scenarios.checks import (
+    belief_notes,
     check_classes,
     cohort_size,
     world_feature_names,
@@ -166,6 +167,7 @@ __all__ = [
     "UniformMargin",
     "UniformTolerance",
     "World",
+    "belief_notes",
     "check_classes",
     "cohort_size",
     "list_scenarios",

@@ -308,3 +308,21 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
             fail(field, str(exc))
         except TypeError as exc:
             fail(field, f"{exc} (got {pop.assumed_params!r})")
+
+
+def belief_notes(scenario: Scenario) -> list[str]:
+    """One line per black-box collective that assumes an update rule other than the
+    learner's: a belief the scenario sets on purpose (a wrong model of the firm), not an
+    error. Without ``assumed_update_rule`` the belief follows ``learner.update_rule``
+    (an override of it moves the belief too), and nothing is said."""
+    lines = []
+    actual = scenario.learner.update_rule
+    for name, pop in scenario.populations.items():
+        assumed = getattr(pop, "assumed_update_rule", None)
+        if assumed is not None and assumed != actual:
+            lines.append(
+                f"populations.{name}.assumed_update_rule: the collective believes the "
+                f"learner updates by {assumed!r}; it updates by {actual!r} "
+                "(a wrong belief, as set; leave it out to assume the learner's own rule)"
+            )
+    return lines

@@ -231,7 +231,8 @@ class CollectiveBlackboxPopulation(_Collective):
     strategy: Literal["collective_blackbox"]
     access: Literal["decisions", "scores"] = "scores"  # what a submitted report reveals
     budget: PositiveInt | None = 200  # reports answered by the model a round (None: no limit)
-    # the update rule the collective assumes (None: the learner's own, a correct assumption)
+    # the update rule the collective assumes (None: the learner's own, a correct assumption;
+    # one that differs is a wrong belief, which `recourse-sim validate` notes)
     assumed_update_rule: Literal["refit", "window", "sgd", "frozen"] | None = None
     # hyperparameters the collective assumes where they differ from the learner's
     # (e.g. {C: 0.1}; {}: the learner's own, a correct assumption)

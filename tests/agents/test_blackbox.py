@@ -259,3 +259,30 @@ def test_correct_assumptions_share_the_scaling_and_reproduce_white_box_round_by_
         np.testing.assert_allclose(delta, white.delta, atol=1e-5)
         learner.update(X + delta, y)
         black.observe(learner, X + delta, y)
+
+
+def test_the_assumed_update_rule_follows_the_learner_unless_set():
+    from recourse_sim.env import RecourseEnv
+
+    small = {"world__cohort_size": 200, "world__history_size": 400}
+    env = RecourseEnv("school_assignment_blackbox", rounds=2, learner__update_rule="sgd", **small)
+    env.reset(seed=0)
+    env.step(np.zeros(env.action_space.shape, np.float32))
+    black = next(s for s in env.strategies if isinstance(s, CollectiveBlackbox))
+    assert black.spec.assumed_update_rule is None  # the bundled scenario leaves it out
+    assert black.surrogate.update_rule == "sgd"  # the override moved the belief too
+    env.close()
+
+
+def test_validate_says_a_wrong_belief_once_as_a_note(capsys):
+    from recourse_sim.cli import main
+
+    assert main(["validate", "-q", "school_assignment_blackbox"]) == 0
+    assert "note:" not in capsys.readouterr().out  # the belief follows the learner
+    key = "populations.h1_students.assumed_update_rule"
+    status = main(["validate", "-q", "school_assignment_blackbox", "--set", f"{key}=refit"])
+    out, err = capsys.readouterr()
+    assert status == 0 and err == ""
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1
+    assert key in notes[0] and "'refit'" in notes[0] and "'window'" in notes[0]
