@@ -19,16 +19,21 @@ gain over no collective (α = 0) is at least --min-gain (3 points of S's success
 clears twice its standard error; we also report the share of the cohort taking part
 there.
 
-A second section plants a signal (Hardt, Mazumdar, Mendler-Dünner & Zrnic, "Algorithmic
-Collective Action in Machine Learning", ICML 2023): in ``signal_planting``'s crowd-labelled
-Gaussian world a share α of the labelled rows reports x3 raised by --signal-offset and
-label 1. Success S(α) (Hardt et al.'s definition) is the share of the round's base rows
-that, carrying the signal, the refitted model labels 1; it is drawn beside the lower
-bound of `hardt_bound` (``critical_mass_signal.csv``, ``critical_mass_signal.png``). The
-same is done on a bundled dataset, German credit crowd-labelled (its 1,000 rows and their
+A second section plants a signal (the feature-label strategy of Hardt, Mazumdar,
+Mendler-Dünner & Zrnic, "Algorithmic Collective Action in Machine Learning", ICML 2023):
+in ``signal_planting``'s crowd-labelled Gaussian world a share α of the labelled rows
+reports x3 raised by --signal-offset and label 1. Success S(α) (Hardt et al.'s
+definition) is the share of the round's base rows that, carrying the signal, the refitted
+model labels 1; it is drawn beside the project's lower bound `signal_bound`, once for a
+Bayes-optimal learner and once with the simulated learner's measured excess risk on the
+mixture it is refit on (`excess_risk`; the paper's ε-suboptimality is half of it). The
+paper's own theorem could not be checked here (see `THEOREM_SOURCE`), so no formula is
+attributed to it (``critical_mass_signal.csv``, ``critical_mass_signal.png``). The same is
+done on a bundled dataset, German credit crowd-labelled (its 1,000 rows and their
 recorded labels, drawn with replacement): the collective reports credit_amount raised by
---dataset-signal DM and label 1; the bound, `hardt_bound_empirical`, is computed on the
-data themselves (``critical_mass_signal_german.csv``, ``critical_mass_signal_german.png``).
+--dataset-signal DM and label 1; the bound, `signal_bound_empirical` (Bayes-optimal
+learner), is computed on the data themselves (``critical_mass_signal_german.csv``,
+``critical_mass_signal_german.png``).
 
 Outputs in --out: ``critical_mass.csv`` (homophily, alpha, seed, query_success,
 participant_share), ``critical_mass_summary.csv`` (means, SEs, the gain over α = 0 and
@@ -87,6 +92,8 @@ class Args:
     """signal planting: share α of the labelled rows in the collective"""
     signal_offset: float = 6.0
     """signal planting: the planted pattern g(x) = x + offset · e3 (x3 ~ N(0, 1))"""
+    excess_draws: int = 20000
+    """signal planting: Monte Carlo draws per mixture component for the learner's excess risk"""
     dataset_signal: tuple[float, ...] = (5000.0, 10000.0)
     """signal planting on German credit: offsets of credit_amount planted (DM)"""
     dataset_alphas: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -151,42 +158,119 @@ def run(args: Args, alpha: float, homophily: float, seed: int) -> dict[str, floa
     return {"query_success": float(np.mean(success)), "participant_share": float(np.mean(share))}
 
 
-def hardt_bound(alpha, offset: float, sd: float = 1.0, share_other: float = 0.5):
-    """Lower bound on the success S(α) of the feature-label signal g(x) = x + offset·e3,
-    y* = 1, in the Gaussian world (x3 ~ N(0, sd²) in both classes, `share_other` of the
-    base rows labelled ≠ y*), for a learner that is Bayes-optimal on the mixture
-    P = α P* + (1 − α) P0 (Hardt et al.'s ε = 0):
+@dataclass(frozen=True)
+class Component:
+    """One Gaussian part of the rows a model is refit on (isotropic, in every feature)."""
 
-        S(α) ≥ 1 − P*(x ∉ R) − (1 − α)/α · ξ,  ξ = P0(x ∈ R, y ≠ y*),
+    weight: float
+    """its share of the training rows"""
+    mean: np.ndarray
+    """its mean (d,)"""
+    sd: float
+    """its standard deviation in every feature"""
+    label: int
+    """the label its rows carry"""
+    carrier: bool = False
+    """a collective's rows: base rows with the signal planted and the target label"""
 
-    with R = {x3 ≥ offset/2} the half-space nearer the signal. This is Hardt et al.'s
-    feature-label bound (Theorem 1: S ≥ 1 − (1 − α)/α · ξ − ε/α-type terms, ξ the base
-    distribution's mass on signal-carrying points with another label) with the signal
-    set widened from g's image (all of R^d for an offset: ξ = 1, a vacuous bound) to R,
-    at the price of the carriers that fall outside it: on R, the Bayes rule of P labels
-    a point y* unless (1 − α) p0(x, y ≠ y*) ≥ α p*(x), and integrating over those points
-    bounds their P*-mass by (1 − α)/α · ξ."""
+
+def signal_world_mixture(env: RecourseEnv, alpha: float, offsets: np.ndarray) -> list[Component]:
+    """The training mixture P = α' P* + (1 − α') P0 of a Gaussian world's round when a
+    share `alpha` of its labelled ("data") rows plants x + `offsets` with label 1: each
+    class's base rows and carriers, and the query people (also refit on, with their
+    recorded label). α' = α · data rows / all rows."""
+    w = env.scenario.world
+    sizes = np.asarray(w.class_sizes, dtype=np.float64)
+    total = sizes.sum() + w.query_size
+    parts = []
+    for k, mean in enumerate(np.asarray(w.means, dtype=np.float64)):
+        parts.append(Component(sizes[k] * (1 - alpha) / total, mean, w.sd, k))
+        parts.append(Component(sizes[k] * alpha / total, mean + offsets, w.sd, 1, True))
+    query = np.asarray(w.query_mean, dtype=np.float64)
+    parts.append(Component(w.query_size / total, query, w.query_sd, w.query_label))
+    return [c for c in parts if c.weight > 0]
+
+
+def signal_bound(mixture: list[Component], feature: int, excess: float = 0.0, target: int = 1):
+    """The project's lower bound on the success S = P*(f(x) = y*) of a planted signal,
+    for a classifier f whose excess 0-1 risk on the training mixture P = α' P* +
+    (1 − α') P0 is `excess` (0: f is Bayes-optimal on P), over the half-spaces
+    R_t = {x_j ≥ t} of the signal's feature j:
+
+        S ≥ max_t 1 − P*(x ∉ R_t) − [(1 − α') ξ_t + excess] / α',
+        ξ_t = P0(x ∈ R_t, y ≠ y*).
+
+    Derivation: on F = {x ∈ R_t : f(x) ≠ y*} the risk f pays above the Bayes rule is
+    at least ∫_F p(x, y*) − p(x, other) dx (binary labels), so α' P*(F) − (1 − α') ξ_t
+    ≤ excess, and S ≥ 1 − P*(x ∉ R_t) − P*(F). A learner that is ε-suboptimal in total
+    variation (f is the Bayes rule of some P' with TV(P, P') ≤ ε) has excess ≤ 2ε; the
+    smallest such ε of f is exactly excess / 2. The half-spaces are on a grid of 0.001
+    of the smallest sd, 8 sd beyond every component's mean. 0 without carriers,
+    clipped to [0, 1]."""
     from scipy.stats import norm
 
-    alpha = np.asarray(alpha, dtype=np.float64)
-    outside = norm.cdf(-offset / (2 * sd))  # P*(x3 < offset/2): carriers centred at offset
-    xi = share_other * norm.sf(offset / (2 * sd))  # P0(x3 >= offset/2, y != y*)
-    with np.errstate(divide="ignore"):
-        bound = 1.0 - outside - (1.0 - alpha) / alpha * xi
-    return np.clip(np.where(alpha > 0, bound, 0.0), 0.0, 1.0)
+    carriers = [c for c in mixture if c.carrier]
+    share = sum(c.weight for c in carriers)
+    if share <= 0:
+        return 0.0
+    sds = [c.sd for c in mixture]
+    means = [c.mean[feature] for c in mixture]
+    t = np.arange(min(means) - 8 * max(sds), max(means) + 8 * max(sds), 0.001 * min(sds))
+    outside = sum(c.weight * norm.cdf((t - c.mean[feature]) / c.sd) for c in carriers) / share
+    xi = sum(
+        c.weight * norm.sf((t - c.mean[feature]) / c.sd)
+        for c in mixture
+        if not c.carrier and c.label != target
+    )
+    return float(np.clip(np.max(1.0 - outside - (xi + excess) / share), 0.0, 1.0))
 
 
-def hardt_bound_best(alpha, offset: float, sd: float = 1.0, share_other: float = 0.5):
-    """`hardt_bound` with R = {x3 ≥ t} for the best t instead of t = offset/2 (every
-    half-space gives a valid bound; t on a grid of 0.001 sd from −5 sd to offset + 5 sd):
-    max_t 1 − Φ((t − offset)/sd) − (1 − α)/α · share_other · Φ(−t/sd)."""
-    from scipy.stats import norm
+def excess_risk(
+    learner, mixture: list[Component], per_component: int, rng: np.random.Generator
+) -> float:
+    """The learner's 0-1 risk on the mixture above the Bayes rule's, ∫ |p(x, 1) − p(x, 0)|
+    over the points where its decision differs from the Bayes rule, by Monte Carlo with
+    `per_component` draws from each component (stratified: rare carriers count as much
+    as their weight says, not as often as a plain draw would hit them)."""
+    from scipy.special import logsumexp
 
-    t = np.arange(-5 * sd, offset + 5 * sd, 0.001 * sd)
-    outside, xi = norm.cdf((t - offset) / sd), share_other * norm.sf(t / sd)
-    alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
-    out = np.array([np.max(1 - outside - (1 - a) / a * xi) if a > 0 else 0.0 for a in alpha])
-    return np.clip(out, 0.0, 1.0)
+    def log_density(X: np.ndarray, c: Component) -> np.ndarray:
+        d = X.shape[1]
+        sq = ((X - c.mean) ** 2).sum(1) / c.sd**2
+        return np.log(c.weight) - 0.5 * sq - d * np.log(c.sd) - 0.5 * d * np.log(2 * np.pi)
+
+    total = 0.0
+    for part in mixture:
+        X = part.mean + part.sd * rng.standard_normal((per_component, len(part.mean)))
+        logs = {y: [log_density(X, c) for c in mixture if c.label == y] for y in (0, 1)}
+        joint = {y: logsumexp(np.stack(v), axis=0) if v else -np.inf for y, v in logs.items()}
+        eta = 1.0 / (1.0 + np.exp(np.clip(joint[0] - joint[1], -700, 700)))  # p(1 | x)
+        bayes = (eta > 0.5).astype(int)
+        wrong = learner.predict(X) != bayes
+        total += part.weight * float(np.mean(np.abs(2 * eta - 1) * wrong))
+    return total
+
+
+def _signal_env(args: Args, alpha: float) -> RecourseEnv:
+    """signal_planting with a collective of share α planting x3 + --signal-offset."""
+    return RecourseEnv(
+        "signal_planting",
+        rounds=args.rounds,
+        populations__labellers__participation=alpha,
+        populations__labellers__signal={"x3": args.signal_offset},
+        populations__labellers__epsilon=args.signal_offset,
+    )
+
+
+def signal_bounds(args: Args, alpha: float, excess: float) -> tuple[float, float]:
+    """`signal_bound` on signal_planting's training mixture at α: for a Bayes-optimal
+    learner, and for one with the given excess risk."""
+    env = _signal_env(args, alpha)
+    offsets = env.strategies[0].offsets
+    mixture = signal_world_mixture(env, alpha, offsets)
+    env.close()
+    j = int(np.flatnonzero(offsets)[0])
+    return signal_bound(mixture, j), signal_bound(mixture, j, excess)
 
 
 def run_signal(args: Args, alpha: float, seed: int) -> dict[str, float]:
@@ -194,17 +278,13 @@ def run_signal(args: Args, alpha: float, seed: int) -> dict[str, float]:
     rounds after the burn-in."""
     from recourse_sim.agents.signal import signal_success
 
-    env = RecourseEnv(
-        "signal_planting",
-        rounds=args.rounds,
-        populations__labellers__participation=alpha,
-        populations__labellers__signal={"x3": args.signal_offset},
-        populations__labellers__epsilon=args.signal_offset,
-    )
+    env = _signal_env(args, alpha)
     env.reset(seed=seed)
     zero = np.zeros(env.action_space.shape, np.float32)
-    base, query, accuracy = [], [], []
+    base, query, accuracy, excess = [], [], [], []
     strategy = env.strategies[0]
+    mixture = signal_world_mixture(env, alpha, strategy.offsets)
+    draws = np.random.default_rng(seed)  # the excess risk's Monte Carlo draws
     for r in range(args.rounds):
         c = env._cohort  # the next round's applicants: the model's test rows
         env.step(zero)
@@ -214,25 +294,28 @@ def run_signal(args: Args, alpha: float, seed: int) -> dict[str, float]:
         base.append(signal_success(env.learner, c.X[data], strategy.offsets, 1))
         query.append(signal_success(env.learner, c.X[~data], strategy.offsets, 1))
         accuracy.append(float((env.learner.predict(c.X[data]) == c.y0[data]).mean()))
+        excess.append(excess_risk(env.learner, mixture, args.excess_draws, draws))
     return {
         "success": float(np.mean(base)),
         "query_success": float(np.mean(query)),
         "accuracy": float(np.mean(accuracy)),
+        "excess_risk": float(np.mean(excess)),
     }
 
 
 GERMAN_FEATURE = "credit_amount"
 
 
-def hardt_bound_empirical(alpha, base_x, base_y, carrier_x, target: int = 1):
-    """Hardt et al.'s feature-label lower bound (as `hardt_bound`, ε = 0) on empirical
-    distributions, over the half-spaces R_t = {x_j ≥ t} of the signal's feature j:
+def signal_bound_empirical(alpha, base_x, base_y, carrier_x, target: int = 1):
+    """The project's lower bound (`signal_bound` with excess 0: a learner Bayes-optimal
+    on the mixture) on empirical distributions, over the half-spaces R_t = {x_j ≥ t} of
+    the signal's feature j:
 
         S(α) ≥ max_t [1 − P*(x_j < t) − (1 − α)/α · P0(x_j ≥ t, y ≠ y*)],
 
     with P0 the base rows (their feature j, `base_x`, and labels `base_y`) and P* the
     carriers' feature j (`carrier_x`, the base rows with the signal planted). Every R_t
-    gives a valid bound for a learner Bayes-optimal on the mixture (see `hardt_bound`),
+    gives a valid bound for a learner Bayes-optimal on the mixture (see `signal_bound`),
     so their maximum does; t ranges over the values where either term changes. 0 at
     α = 0, clipped to [0, 1]."""
     base_x, carrier_x = np.asarray(base_x, float), np.asarray(carrier_x, float)
@@ -281,7 +364,7 @@ def _carriers(env: RecourseEnv, X: np.ndarray) -> np.ndarray:
 
 
 def german_bound(args: Args, offset: float, alphas) -> np.ndarray:
-    """`hardt_bound_empirical` on the German rows, carriers as members plant them."""
+    """`signal_bound_empirical` on the German rows, carriers as members plant them."""
     from recourse_sim.data.tabular import load
 
     data = load("german")
@@ -289,7 +372,7 @@ def german_bound(args: Args, offset: float, alphas) -> np.ndarray:
     env = _german_env(args, 0.0, offset, 1)
     carriers = _carriers(env, np.asarray(data.X, float))
     env.close()
-    return hardt_bound_empirical(alphas, data.X[:, j], data.y, carriers[:, j])
+    return signal_bound_empirical(alphas, data.X[:, j], data.y, carriers[:, j])
 
 
 def run_signal_german(args: Args, offset: float, alpha: float, seed: int) -> dict[str, float]:
@@ -326,6 +409,7 @@ def main(args: Args) -> None:
             burn_in=1,
             cohort_size=300,
             signal_alphas=(0.0, 0.05),
+            excess_draws=2000,
             dataset_signal=(5000.0,),
             dataset_alphas=(0.0, 0.2),
         )
@@ -504,8 +588,17 @@ def _signal_summary(table: pd.DataFrame, args: Args) -> pd.DataFrame:
     summary = g[["success", "query_success", "accuracy"]].mean()
     n = g.size()
     summary["success_ci"] = t_half_width(g["success"].std(ddof=1), n)
-    summary["bound"] = hardt_bound(summary.index.to_numpy(), args.signal_offset)
-    summary["bound_best"] = hardt_bound_best(summary.index.to_numpy(), args.signal_offset)
+    summary["runs"] = n
+    summary["excess_risk"] = g["excess_risk"].mean()
+    summary["excess_risk_ci"] = t_half_width(g["excess_risk"].std(ddof=1), n)
+    bounds = [signal_bounds(args, a, e) for a, e in summary["excess_risk"].items()]
+    summary["bound_bayes"] = [b for b, _ in bounds]
+    summary["bound_learner"] = [b for _, b in bounds]
+    # the bound holds run by run (a run's mean success against its mean excess risk)
+    per_run = [signal_bounds(args, r.alpha, r.excess_risk)[1] for r in table.itertuples()]
+    summary["runs_below_bound"] = (
+        (table["success"] < np.array(per_run) - 1e-12).groupby(table["alpha"]).sum()
+    )
     return summary.reset_index()
 
 
@@ -513,8 +606,8 @@ def _plot_signal(summary: pd.DataFrame, args: Args, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     a = summary[summary["alpha"] > 0]
     ax.errorbar(a["alpha"], a["success"], yerr=a["success_ci"], marker="o", label="measured S(α)")
-    ax.plot(a["alpha"], a["bound"], "k--", label="lower bound (Bayes-optimal learner)")
-    ax.plot(a["alpha"], a["bound_best"], "k:", label="the same, best half-space R")
+    ax.plot(a["alpha"], a["bound_learner"], "k-", label="bound with the learner's excess risk")
+    ax.plot(a["alpha"], a["bound_bayes"], "k:", label="bound for a Bayes-optimal learner")
     ax.set_xscale("log")
     ax.set_xlabel("α (share of labelled rows planting the signal)")
     ax.set_ylabel("success: signal carriers labelled 1")
@@ -526,62 +619,94 @@ def _plot_signal(summary: pd.DataFrame, args: Args, path: Path) -> None:
     plt.close(fig)
 
 
+THEOREM_SOURCE = (
+    "Hardt, Mazumdar, Mendler-Dünner & Zrnic (ICML 2023, arXiv 2302.04262) bound the "
+    "success of the feature-label strategy h(x, y) = (g(x), y*) for a learner that is "
+    "ε-suboptimal: f(x) ∈ argmax_y P′(x, y) for some P′ within total variation ε of the "
+    "training mixture P = α P* + (1 − α) P0 (the definition as Gauthier, Bach & Jordan, "
+    "ICML 2025, Definition 3.1, restate it following Hardt et al.). The exact statement of "
+    "their signal-planting theorem could not be checked: the paper is not shipped with the "
+    "project and its text could not be retrieved here. The bound drawn is therefore the "
+    "project's own derivation in the paper's terms (`signal_bound`), not a formula "
+    "attributed to the paper."
+)
+
+
 def _signal_markdown(summary: pd.DataFrame, args: Args, seconds: float) -> str:
     planted = summary[summary["alpha"] > 0].set_index("alpha")
-    gap = planted["bound_best"] - planted["success"]
+    gap = planted["success"] - planted["bound_learner"]
     lines = [
         "",
-        "## Planted signals against Hardt et al.'s lower bound",
+        "## Planted signals against a lower bound that counts the learner",
         "",
         f"`signal_planting` (crowd-labelled Gaussian world, logistic regression refit on each "
-        f"round's 1,000 labelled rows): a share α of the rows reports x3 + "
-        f"{args.signal_offset:g} and label 1. S(α): the share of the next round's base rows "
-        f"that, carrying the signal, the model labels 1 (mean over rounds {args.burn_in + 1}"
-        f"–{args.rounds}; ± 95 % CI over seeds {list(args.seeds)}, every α seeing the same "
-        "people). Bound: `hardt_bound`, S(α) ≥ 1 − P*(x ∉ R) − (1 − α)/α · ξ with "
-        f"R = {{x3 ≥ {args.signal_offset / 2:g}}} and ξ = P0(x ∈ R, y ≠ 1), i.e. Hardt et "
-        "al.'s feature-label bound for a learner that is Bayes-optimal on the mixture "
-        "(ε = 0); `hardt_bound_best`, the same with R = {x3 ≥ t} for the best t (every "
-        "half-space gives a valid bound). Accuracy: the model's accuracy on the base rows' "
-        "true classes.",
+        f"round's 1,000 labelled rows and 100 query people): a share α of the labelled rows "
+        f"reports x3 + {args.signal_offset:g} and label 1. S(α): the share of the next "
+        f"round's base rows that, carrying the signal, the model labels 1 (mean over rounds "
+        f"{args.burn_in + 1}–{args.rounds}; ± 95 % Student-t CI over seeds "
+        f"{list(args.seeds)}, every α seeing the same people).",
         "",
-        "| α | measured S(α) | bound (t = offset/2) | bound (best t) | query people's "
-        "success | accuracy |",
-        "|---|---|---|---|---|---|",
+        "**Which bound.** " + THEOREM_SOURCE,
+        "",
+        "**The bound drawn** (`signal_bound`): for a classifier f with excess 0-1 risk E on "
+        "the mixture it is refit on (the risk it pays above P's Bayes rule),",
+        "",
+        "    S(α) ≥ max_t 1 − P*(x3 < t) − [(1 − α′) ξ_t + E] / α′,   ξ_t = P0(x3 ≥ t, y ≠ 1),",
+        "",
+        "with α′ the carriers' share of the rows refit on (α · 1,000 / 1,100: the query "
+        "people are refit on too) and P0 the other rows. Terms: P* the carriers' law "
+        "(base rows moved by the signal), R_t = {x3 ≥ t} the signal set (the image of g "
+        "is all of R³, which would make ξ = 1 and the bound vacuous), ξ_t the base rows in "
+        "R_t with another label, E the learner's term. Derivation: on F = {x ∈ R_t : "
+        "f(x) ≠ 1}, f pays at least ∫_F p(x, 1) − p(x, 0) above the Bayes rule, so "
+        "α′ P*(F) − (1 − α′) ξ_t ≤ E. A learner ε-suboptimal in total variation has "
+        "E ≤ 2ε, and E / 2 is the smallest such ε of f: the learner's term in the paper's "
+        "sense is ε = E / 2. With E = 0 (a Bayes-optimal learner) it is the bound "
+        "committed before (which named it Hardt et al.'s and took α for α′). E is measured for the "
+        "simulated learner: each round's refit model against P's Bayes rule (P's densities "
+        "are known), by Monte Carlo with "
+        f"{args.excess_draws:,} draws from each of P's components, averaged like S over "
+        "rounds (the bound is linear in E, so it holds for the averages).",
+        "",
+        "| α | measured S(α) | learner's excess risk E (ε = E/2) | bound with E | "
+        "bound, Bayes-optimal learner (E = 0) | query people's success | accuracy |",
+        "|---|---|---|---|---|---|---|",
     ]
     for _, r in summary.iterrows():
         lines.append(
             f"| {r['alpha']:g} | {r['success']:.3f} ± {r['success_ci']:.3f} | "
-            f"{r['bound']:.3f} | {r['bound_best']:.3f} | {r['query_success']:.3f} | "
-            f"{r['accuracy']:.3f} |"
+            f"{r['excess_risk']:.4f} ± {r['excess_risk_ci']:.4f} | {r['bound_learner']:.3f} | "
+            f"{r['bound_bayes']:.3f} | {r['query_success']:.3f} | {r['accuracy']:.3f} |"
         )
-    below = planted["success"] + planted["success_ci"] < planted["bound_best"]
+    runs_below = int(planted["runs_below_bound"].sum())
+    below_bayes = planted["success"] + planted["success_ci"] < planted["bound_bayes"]
     lines += [
         "",
-        "Where the bound is tight and where not: the bound is for a learner that is "
-        "Bayes-optimal on the mixture, which can label the rare region R on its own; a "
-        "logistic model must fit the planted rows with one weight on x3 shared with every "
-        "base row, and its regularised fit spends little on a few rows. The measured S(α) "
-        f"is below the best ε = 0 bound beyond its CI at {int(below.sum())} of "
-        f"{len(planted)} α > 0 (where it is, the linear model is not Bayes-optimal, so the "
-        f"bound does not bind it): bound − measured is {gap.iloc[0]:.2f} at α = "
-        f"{gap.index[0]:g} and {gap.iloc[-1]:.2f} at α = {gap.index[-1]:g}, largest "
-        f"({gap.max():.2f}) at α = {gap.idxmax():g}. Far from tight for small collectives, "
-        "where Hardt et al.'s ε/α term (the learner's suboptimality on the mixture, not "
-        "measured here) dominates, and close for large ones, where the bound and the "
-        "success both approach 1.",
+        "Where the bound is tight and where not: the Bayes-optimal bound is above the "
+        f"measured S(α) beyond its CI at {int(below_bayes.sum())} of {len(planted)} α > 0: "
+        "it does not describe the logistic learner, which must fit the planted rows with "
+        "one weight on x3 shared with every base row and spends little on a few rows. "
+        "With the learner's measured excess risk the bound holds: measured − bound is "
+        f"{gap.iloc[0]:+.2f} at α = {gap.index[0]:g} and {gap.iloc[-1]:+.2f} at "
+        f"α = {gap.index[-1]:g} (smallest, {gap.min():+.2f}, at α = {gap.idxmin():g}); "
+        f"runs (α, seed) whose mean success is below their own bound: {runs_below} of "
+        f"{int(planted['runs'].sum())}. E/α′ is the "
+        "price of the learner: at small α it takes most of the bound.",
         "",
-        "| Deviation from the paper | Why |",
+        "| Deviation | Why |",
         "|---|---|",
-        "| ε-term left out of the drawn bound (ε = 0) | Hardt et al.'s ε is the learner's "
-        "suboptimality on the mixture in total variation; it is not computable for the "
-        "logistic learner here, so the bound drawn is the Bayes-optimal learner's |",
-        "| signal set widened to R = {x3 ≥ offset/2} | an additive signal's image is all of "
-        "R^d (ξ = 1, a vacuous bound); the carriers outside R are charged in full |",
+        "| the bound is the project's derivation, not the paper's theorem as stated | the "
+        "theorem's text could not be checked (see above); its terms (S, P*, P0, α, the "
+        "ε-suboptimal learner) are the paper's as secondary sources give them |",
+        "| signal set widened to the half-spaces R_t = {x3 ≥ t} | an additive signal's "
+        "image is all of R³ (ξ = 1, a vacuous bound); the carriers outside R_t are "
+        "charged in full |",
+        "| learner's term measured (E, ε = E/2), not assumed | the logistic learner's "
+        "suboptimality on the mixture, against P's Bayes rule from its known densities |",
+        "| α′ uses the nominal α (members join with probability α each) | the mixture P is "
+        "the population the round's rows are drawn from |",
         "| learner retrained each round on one round's rows (window 1) | the simulator's "
-        "online setting; success is the mean over rounds after the burn-in |",
-        "| Theorem 1's form recalled, not checked against the paper's text | the paper is "
-        "not shipped with the project; the derivation is in `hardt_bound`'s docstring |",
+        "online setting; S and E are means over rounds after the burn-in |",
         "",
         f"Time: {seconds:.0f} s, one CPU thread.",
         "",
@@ -642,8 +767,8 @@ def _german_markdown(summary: pd.DataFrame, args: Args, seconds: float) -> str:
         "members can plant it) and label 1. S(α): the share of the next round's rows that, "
         f"carrying the same signal, the model labels 1 (mean over rounds {args.burn_in + 1}"
         f"–{args.rounds}; ± 95 % Student-t CI over seeds {list(args.seeds)}, paired across "
-        "α). Bound: `hardt_bound_empirical`, Hardt et al.'s feature-label bound (ε = 0) "
-        "on the data, maximised over the half-spaces "
+        "α). Bound: `signal_bound_empirical`, the project's bound for a Bayes-optimal "
+        "learner (E = 0, as above) on the data, maximised over the half-spaces "
         f"R_t = {{{GERMAN_FEATURE} ≥ t}}. At α = 0 the row is the model's own rate on "
         "carriers. Accuracy: against the recorded labels.",
         "",
