@@ -76,13 +76,17 @@ _SHIFT32 = np.uint64(32)
 def native_reason(env: RecourseEnv) -> str | None:
     """Why `BatchedRecourseEnv` cannot simulate `env`'s scenario natively (None: it can)."""
     sc = env.scenario
-    if sc.world.kind != "school" or env._pool_rules.persist:
-        return f"world {sc.world.kind!r} with people who stay (only a fresh school cohort is)"
+    fico = sc.world.kind == "fico"
+    if not (sc.world.kind == "school" and not env._pool_rules.persist) and not fico:
+        return (
+            f"world {sc.world.kind!r} with people who stay (only a fresh school cohort "
+            "or FICO's applicants are)"
+        )
     spec = sc.learner
     if spec.type != "logistic_regression" or env.n_classes != 2:
         return f"learner {spec.type!r} with {env.n_classes} classes"
-    if spec.update_rule != "window" or spec.window != 1:
-        return f"update rule {spec.update_rule!r} (window {spec.window}), not a last-round refit"
+    if spec.update_rule != "window":
+        return f"update rule {spec.update_rule!r}, not a refit on a window of rounds"
     learner = env.learner
     if learner.recourse_loss_weight or not learner.fit_intercept:
         return "logistic regression with a recourse loss or without an intercept"
@@ -90,8 +94,6 @@ def native_reason(env: RecourseEnv) -> str | None:
         return "a learner defense"
     if sc.decision.rule not in ("capacity", "threshold"):
         return f"decision rule {sc.decision.rule!r}"
-    if sc.labels.selective:
-        return "selective labels"
     if env.render_mode is not None:
         return f"render_mode={env.render_mode!r}"
     for s in env.strategies:
@@ -107,6 +109,8 @@ def native_reason(env: RecourseEnv) -> str | None:
                 return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
             if spec.graph.kind not in ("complete", "sbm"):
                 return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
+            if spec.graph.kind == "sbm" and _dropped(sc.labels):
+                return f"population {s.population!r}: an sbm graph of selective labels' rows"
             continue
         return f"population {s.population!r} of strategy {s.name!r}"
     return None
@@ -205,8 +209,14 @@ class BatchedRecourseEnv(VectorEnv):
         self._causal = first.causal
         self._deciding = [s for s in first.strategies if s.stage == "decision"]
         self._training = [s for s in first.strategies if s.stage == "training"]
-        self._school = first.world.spec.generator_kwargs()
-        self._record_hist = first.world.spec.training_label == "recorded"
+        self._fico = sc.world.kind == "fico"  # its applicants stay (else a fresh cohort)
+        self._school = None if self._fico else first.world.spec.generator_kwargs()
+        self._record_hist = getattr(first.world.spec, "training_label", None) == "recorded"
+        self._labels = sc.labels
+        self._window = sc.learner.window
+        # the last round's rows alone, the same n in every world: one refit of the stack;
+        # else each world's remembered rounds (`remember`), of their own sizes
+        self._remembers = self._window != 1 or _dropped(sc.labels)
         learner = first.learner
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
@@ -282,6 +292,8 @@ class BatchedRecourseEnv(VectorEnv):
         # each world's keys of its keyed streams (per-person margins, tie lotteries)
         self._keys = {name: np.zeros(B, np.uint64) for name in self._first._keyed_names}
         self._world_rngs: list[np.random.Generator] = [None] * B  # type: ignore[list-item]
+        # each world's learner memory: its remembered rounds' (rows, labels), oldest first
+        self._memory: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(B)]
         self._pop_rngs: dict[str, list[np.random.Generator]] = {
             s.population: [None] * B  # type: ignore[list-item]
             for s in (*self._deciding, *self._training)
@@ -318,6 +330,16 @@ class BatchedRecourseEnv(VectorEnv):
         st["person"][i] = c.person
         for name, keys in self._keys.items():
             keys[i] = env._keys[name]
+        if self._remembers:
+            state = env.learner.state_
+            bounds = np.cumsum(state["round_sizes"].numpy().astype(np.int64))[:-1]
+            self._memory[i] = list(
+                zip(
+                    np.split(state["X_mem"].numpy().copy(), bounds),
+                    np.split(state["y_mem"].numpy().copy(), bounds),
+                    strict=True,
+                )
+            )
         self._world_rngs[i] = env._streams[WORLD]
         for p, rngs in self._pop_rngs.items():
             rngs[i] = env._streams[population_stream(p)]
@@ -340,7 +362,8 @@ class BatchedRecourseEnv(VectorEnv):
         # out); their reset below replaces it, streams included
         obs, reward, query_success, cost = self._play_round(a)
         B = self.num_envs
-        terminated = np.zeros(B, bool)  # a fresh cohort every round: the world never empties
+        # a fresh cohort every round, or FICO's applicants who all stay: never empty
+        terminated = np.zeros(B, bool)
         truncated = self._state["round"] >= self._rounds
         info: dict[str, Any] = {
             "round": self._state["round"].copy(),
@@ -400,24 +423,32 @@ class BatchedRecourseEnv(VectorEnv):
             favourable[moved] = self._decide(p_final[moved], group[moved], moved)
 
         # 4. outcomes
-        flat = SimpleNamespace(y0=st["y0"].reshape(-1), u=st["u"].reshape(-1))
+        flat = SimpleNamespace(
+            y0=st["y0"].reshape(-1), u=st["u"].reshape(-1), group=group.reshape(-1)
+        )
         y = self._first.world.outcome(flat, X_true.reshape(-1, d), changed.reshape(-1))
         y = y.reshape(B, n)
         true_favourable = y == self._fav
         query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
 
-        # 5. the controlled collectives perturb the training rows (every row: not selective)
+        # 5. the controlled collectives perturb the training rows (`train`: every row, or
+        # with selective labels dropped the approved ones; `RecourseEnv._training_rows`)
         X_train = X_rep.copy()
         y_train = np.where(st["record"] >= 0, st["record"], y)
+        train = np.ones((B, n), bool)
+        if _dropped(self._labels):
+            train = favourable.copy()
+        elif self._labels.selective:  # the rejected give the unfavourable label
+            y_train = np.where(favourable, y_train, 0 if self._fav != 0 else 1)
         participants = np.zeros((B, n), bool)
         cost_sum, cost_count = np.zeros(B), np.zeros(B)
         for s in self._training:
-            eligible = self._select(s, group, y_train) & ~participants
+            eligible = self._select(s, group, y_train) & ~participants & train
             if s.spec.decisions == "favourable":
                 eligible &= favourable
             elif s.spec.decisions == "unfavourable":
                 eligible &= ~favourable
-            joined = self._recruit(s, eligible, group)
+            joined = self._recruit(s, eligible, group, train)
             world, row = np.nonzero(joined)
             if len(world):
                 clipped = np.clip(actions, -1.0, 1.0)
@@ -428,15 +459,18 @@ class BatchedRecourseEnv(VectorEnv):
             participants |= joined
         collective_cost = np.divide(cost_sum, cost_count, out=np.zeros(B), where=cost_count > 0)
 
-        # 6. update: a refit on this round's rows, all worlds in one batched Newton solve
-        Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
-        for j in range(d):  # (feature-major: the standardised columns straight in)
-            np.subtract(X_train[..., j], scaling[0][:, j, None], out=Zt[:, j])
-            np.divide(Zt[:, j], scaling[1][:, j, None], out=Zt[:, j])
-        Zt[:, d] = 1.0
-        new_theta, one_class = newton_refit_batch(
-            theta, Zt, y_train, self._C, self._tol, self._max_iter
-        )
+        # 6. update: a refit on the window's rows, all worlds in one batched Newton solve
+        if self._remembers:
+            new_theta, one_class = self._window_refit(theta, X_train, y_train, train)
+        else:
+            Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
+            for j in range(d):  # (feature-major: the standardised columns straight in)
+                np.subtract(X_train[..., j], scaling[0][:, j, None], out=Zt[:, j])
+                np.divide(Zt[:, j], scaling[1][:, j, None], out=Zt[:, j])
+            Zt[:, d] = 1.0
+            new_theta, one_class = newton_refit_batch(
+                theta, Zt, y_train, self._C, self._tol, self._max_iter
+            )
         if one_class.any():
             warnings.warn(
                 f"LogisticRegression: the refit rows of {int(one_class.sum())} world(s) hold "
@@ -462,7 +496,10 @@ class BatchedRecourseEnv(VectorEnv):
         st["query_acceptance"] = _share((favourable & query).sum(1), n_query)
         st["round"] = st["round"] + 1
 
-        self._next_cohort()
+        if self._fico:
+            self._next_applicants(X_true, X_rep, favourable, y)
+        else:
+            self._next_cohort()
         return self._observation(), reward, query_success, collective_cost
 
     # -- pieces of a round -------------------------------------------------------------------
@@ -541,15 +578,18 @@ class BatchedRecourseEnv(VectorEnv):
         tried[world, row] |= res.tried
         cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
 
-    def _recruit(self, s, eligible: np.ndarray, group: np.ndarray) -> np.ndarray:
+    def _recruit(self, s, eligible: np.ndarray, group: np.ndarray, train: np.ndarray) -> np.ndarray:
         """Who of each world's eligible takes part (`recruit`: its graph, then α), every
-        world's graph as one disjoint union."""
+        world's graph as one disjoint union; `train` (B, n): each world's training rows
+        (a complete graph's; an SBM's are every row)."""
         B, n = eligible.shape
         spec = s.spec.graph
         rngs = self._pop_rngs[s.population]
         alpha = s.spec.participation
-        if spec.kind == "complete":
-            uniforms = np.stack([rngs[i].random(n) for i in range(B)])
+        if spec.kind == "complete":  # one uniform per training row, in row order
+            counts = np.count_nonzero(train, axis=1).tolist()
+            uniforms = np.ones((B, n))
+            uniforms[train] = np.concatenate([rngs[i].random(counts[i]) for i in range(B)])
             return eligible & (uniforms < alpha)
         return self._recruit_sbm(s, eligible, group)
 
@@ -677,6 +717,69 @@ class BatchedRecourseEnv(VectorEnv):
             rngs[b].bit_generator.advance(int(used[b] - bound[b]))
         return heard & (participation < s.spec.participation)
 
+    def _window_refit(
+        self, theta: np.ndarray, X_train: np.ndarray, y_train: np.ndarray, train: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The window rule's refit of every world (`remember`, then `_numpy_refit`): each
+        world's training rows `train` join its memory as a round (a world without any
+        is not updated, as the single env skips an update without rows), the last
+        ``window`` rounds are kept, and all worlds' memories are solved at once, each
+        padded to the longest with rows of zeros. Returns (θ⁺, one class kept θ)."""
+        B, _n, d = X_train.shape
+        theta = theta.copy()
+        one_class = np.zeros(B, bool)
+        updating = np.flatnonzero(train.any(1)).tolist()
+        if not updating:
+            return theta, one_class
+        memories = []
+        for i in updating:
+            memory = self._memory[i]
+            memory.append((X_train[i][train[i]], y_train[i][train[i]].astype(np.float64)))
+            del memory[: -self._window]
+            memories.append(
+                (np.concatenate([x for x, _ in memory]), np.concatenate([y for _, y in memory]))
+            )
+        longest = max(len(y) for _, y in memories)
+        Zt = np.zeros((len(updating), d + 1, longest))  # the design matrices, transposed
+        Y = np.zeros((len(updating), longest))
+        rows = np.zeros((len(updating), longest), bool)
+        shift, scale = self._state["x_shift"], self._state["x_scale"]
+        for k, (i, (X_all, y_all)) in enumerate(zip(updating, memories, strict=True)):
+            m = len(y_all)
+            Zt[k, :d, :m] = np.divide(X_all - shift[i], scale[i]).T  # as `_numpy_refit`
+            Zt[k, d, :m] = 1.0
+            Y[k, :m], rows[k, :m] = y_all, True
+        new, kept = newton_refit_batch(
+            theta[updating], Zt, Y, self._C, self._tol, self._max_iter, rows=rows
+        )
+        theta[updating], one_class[updating] = new, kept
+        return theta, one_class
+
+    def _next_applicants(
+        self, X_true: np.ndarray, X_rep: np.ndarray, favourable: np.ndarray, y: np.ndarray
+    ) -> None:
+        """FICO's applicants of the next round: everyone stays (`Pool.advance`) with the
+        scores the round left them (`Lending.after_round`: loans move them, and so the
+        reports, as `RecourseEnv._carry_on`), and fresh outcome noise from each world's
+        own stream (``random(n)``; nobody arrives, which draws nothing)."""
+        st, world = self._state, self._first.world
+        B, n, d = X_true.shape
+        flat = SimpleNamespace(group=st["group"].reshape(-1))
+        X_after = world.after_round(
+            flat, X_true.reshape(-1, d), favourable.reshape(-1), y.reshape(-1)
+        ).reshape(B, n, d)
+        st["report"] = X_rep + (X_after - X_true)
+        st["X"] = X_after
+        u = np.empty((B, n))
+        for rng, row in zip(self._world_rngs, u, strict=True):
+            rng.random(out=row)
+        st["u"] = u
+        flat = SimpleNamespace(
+            y0=np.zeros(B * n, np.int64), u=u.reshape(-1), group=st["group"].reshape(-1)
+        )
+        everyone = np.ones(B * n, bool)
+        st["y0"] = world.outcome(flat, X_after.reshape(-1, d), everyone).reshape(B, n)
+
     def _next_cohort(self) -> None:
         """The next fresh cohort of every world: each world's draws from its own world
         stream (`school_numbers`, then ``random((2, n))``), one transform of the stack."""
@@ -788,6 +891,12 @@ def _standardised(X: np.ndarray, shift: np.ndarray, scale: np.ndarray) -> np.nda
 def _group_counts(group: np.ndarray, flag: np.ndarray, G: int) -> np.ndarray:
     """Per world and group, how many rows have `flag` set: (B, G)."""
     return np.stack([(flag & (group == g)).sum(1) for g in range(G)], 1)
+
+
+def _dropped(labels) -> bool:
+    """Whether only the approved people's rows train the model (selective labels, the
+    rejected dropped): a number of rows per world."""
+    return labels.selective and labels.unobserved == "drop"
 
 
 def _share(count: np.ndarray, size: np.ndarray) -> np.ndarray:

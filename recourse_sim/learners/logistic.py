@@ -798,7 +798,13 @@ _UNTESTED_BATCH = 0.1
 
 
 def newton_refit_batch(
-    theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, C: float, tol: float, max_iter: int
+    theta: np.ndarray,
+    Zt: np.ndarray,
+    y: np.ndarray,
+    C: float,
+    tol: float,
+    max_iter: int,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Binary L2 logistic refits of B independent worlds at once: the refit that
     `LogisticRegression._numpy_refit` solves for one world (two classes; `Zt` (B, D, n)
@@ -813,11 +819,20 @@ def newton_refit_batch(
     is unique and both end one quadratically convergent step past tolerance, so they
     agree to rounding whatever their paths. Worlds whose rows hold one class keep their
     θ (no finite optimum), as the single learner does. Returns (θ⁺ (B, D), kept (B,)
-    bool: one class, θ kept)."""
+    bool: one class, θ kept).
+
+    `rows` (B, n) bool: each world's rows where worlds have different numbers of them
+    (None: all n rows are every world's); the columns of `Zt` past a world's rows must
+    be 0 (the intercept's too), so that they add nothing to the gradient or Hessian."""
     theta = np.array(theta, dtype=np.float64)
     B, D, n = Zt.shape
     y = y.astype(np.float64)
-    one_class = (y == y[:, :1]).all(1) if n else np.ones(B, bool)
+    if rows is None:
+        one_class = (y == y[:, :1]).all(1) if n else np.ones(B, bool)
+    else:  # (a world without rows holds one class at most too)
+        has_one = (rows & (y == 1.0)).any(1)
+        has_zero = (rows & (y == 0.0)).any(1)
+        one_class = ~(has_one & has_zero)
     out = theta.copy()
     penalised = np.ones(D)
     penalised[-1] = 0.0  # the intercept
@@ -859,13 +874,13 @@ def newton_refit_batch(
         if tested.any():
             unknown = tested & np.isnan(f)
             if unknown.any():
-                f[unknown] = _risk_batch(th, logits, y, C, penalised)[unknown]
+                f[unknown] = _risk_batch(th, logits, y, C, penalised, rows)[unknown]
             decrease = (g * step).sum(1)
             # the full step of every world at once, then halving where it fails
             pending = np.flatnonzero(tested)
             trial = th - step
             trial_logits = np.matmul(trial[:, None, :], Zt)[:, 0]
-            f_trial = _risk_batch(trial, trial_logits, y, C, penalised)[pending]
+            f_trial = _risk_batch(trial, trial_logits, y, C, penalised, rows)[pending]
             while len(pending):
                 # the slack accepts decreases below float64 resolution of f
                 ok = f_trial <= (
@@ -883,7 +898,14 @@ def newton_refit_batch(
                 if len(pending):
                     trial_p = th[pending] - t[pending, None] * step[pending]
                     lg = np.matmul(trial_p[:, None, :], Zt[pending])[:, 0]
-                    f_trial = _risk_batch(trial_p, lg, y[pending], C, penalised)
+                    f_trial = _risk_batch(
+                        trial_p,
+                        lg,
+                        y[pending],
+                        C,
+                        penalised,
+                        None if rows is None else rows[pending],
+                    )
         f[untested] = np.nan  # R is evaluated when needed
         th = th - t[:, None] * step
         previous = np.where(t == 1.0, step_size, np.inf)
@@ -899,8 +921,12 @@ def newton_refit_batch(
     return out, one_class
 
 
-def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray) -> np.ndarray:
-    """`LogisticRegression._risk_np` of each world (binary, intercept last): (B,)."""
+def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray, rows=None) -> np.ndarray:
+    """`LogisticRegression._risk_np` of each world (binary, intercept last): (B,);
+    `rows` (B, n) bool: each world's rows (None: all)."""
     softplus = torch.nn.functional.softplus(torch.from_numpy(logits)).numpy()
-    loss = (softplus - y * logits).sum(1)
+    loss = softplus - y * logits
+    if rows is not None:
+        loss = loss * rows
+    loss = loss.sum(1)
     return 0.5 * ((theta * penalised) ** 2).sum(1) + C * loss

@@ -228,7 +228,8 @@ def test_spaces_seeding_and_bad_actions():
     ("env_id", "kwargs", "why"),
     [
         ("recourse_sim/Recourse-v0", {"scenario": "school_assignment"}, "collective_oar"),
-        ("recourse_sim/Lending-v1", {}, "people who stay"),
+        ("recourse_sim/Lending-v2", {}, "OAR's settings"),
+        ("recourse_sim/Recourse-v0", {"scenario": "lending_fico"}, "refit"),
     ],
 )
 def test_unsupported_scenarios_fall_back_to_a_synchronous_loop(env_id, kwargs, why):
@@ -249,6 +250,7 @@ def test_native_reason_names_what_is_not_batched():
     )
     assert "refit" in native_reason(refit)
     assert "collective_oar" in native_reason(RecourseEnv("school_assignment"))
+    assert native_reason(RecourseEnv("lending_fico_controlled")) is None
 
 
 def test_sb3_adapter_trains_ppo():
@@ -329,3 +331,79 @@ def test_margins_drawn_per_person_and_lottery_ties_are_the_single_envs(cut_off):
     rows = _batched_rollout(venv, 40, actions)
     for i in range(3):
         _assert_same(rows[i], _single_rollout(SCHOOL, 40 + i, actions[:, i], **kwargs), i)
+
+
+LENDING = "recourse_sim/Lending-v1"
+
+
+def _assert_bit_for_bit(batched, single, world):
+    """Observations equal bit for bit, rewards within 1e-12, the same ends."""
+    for t, ((o_b, r_b, te_b, tr_b), (o_s, r_s, te_s, tr_s)) in enumerate(
+        zip(batched, single, strict=True)
+    ):
+        where = f"world {world}, round {t}"
+        np.testing.assert_array_equal(o_b, o_s, err_msg=where)
+        assert abs(r_b - r_s) <= REWARD_ATOL, (where, r_b, r_s)
+        assert (te_b, tr_b) == (te_s, tr_s), where
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"labels__unobserved": "unfavourable"},  # the rejected train as defaults
+        {"learner__window": 1, "decision__threshold": 0.7},
+    ],
+    ids=["dropped", "labelled", "window-1"],
+)
+def test_lending_is_native_and_each_world_plays_the_single_envs_rollout(overrides):
+    """FICO's persistent applicants, selective labels and the window refit, batched:
+    each world is the single env's rollout of its seed (a small pool, few rounds)."""
+    kwargs = {"world__n_applicants": 300, "rounds": 8, **overrides}
+    venv = _make_vec(3, LENDING, **kwargs)
+    assert isinstance(venv, BatchedRecourseEnv)
+    actions = _actions(venv.action_space, 8, seed=9)
+    rows = _batched_rollout(venv, 70, actions)
+    for i in range(3):
+        _assert_bit_for_bit(rows[i], _single_rollout(LENDING, 70 + i, actions[:, i], **kwargs), i)
+
+
+@pytest.mark.slow
+def test_lending_16_worlds_20_rounds_equal_the_single_env():
+    """The acceptance case: Lending-v1 as bundled (2,000 applicants), 16 worlds, a whole
+    20-round episode of varied actions; no fallback warning (warnings are errors)."""
+    venv = _make_vec(16, LENDING)
+    assert isinstance(venv, BatchedRecourseEnv)
+    actions = _actions(venv.action_space, 20, seed=10)
+    rows = _batched_rollout(venv, 200, actions)
+    assert rows[0][-1][3]  # the episode's 20 rounds end it
+    for i in range(16):
+        _assert_bit_for_bit(rows[i], _single_rollout(LENDING, 200 + i, actions[:, i]), i)
+
+
+def test_a_refit_of_padded_worlds_is_each_worlds_own():
+    """`newton_refit_batch` with rows of different numbers per world (zero columns past
+    them) gives each world the refit of its own rows alone."""
+    from recourse_sim.learners.logistic import newton_refit_batch
+
+    rng = np.random.default_rng(0)
+    sizes = [40, 25, 3]
+    Zt = np.zeros((3, 3, 40))
+    y = np.zeros((3, 40))
+    rows = np.zeros((3, 40), bool)
+    for b, m in enumerate(sizes):
+        Zt[b, :2, :m] = rng.normal(size=(2, m))
+        Zt[b, 2, :m] = 1.0
+        y[b, :m] = rng.random(m) < 0.5
+        rows[b, :m] = True
+    y[2, :3] = 1.0  # one class: θ kept
+    theta0 = rng.normal(size=(3, 3)) * 0.1
+    padded, kept = newton_refit_batch(theta0, Zt, y, 1.0, 1e-10, 100, rows=rows)
+    assert kept.tolist() == [False, False, True]
+    np.testing.assert_array_equal(padded[2], theta0[2])
+    for b in range(2):
+        m = sizes[b]
+        alone, _ = newton_refit_batch(
+            theta0[b : b + 1], Zt[b : b + 1, :, :m], y[b : b + 1, :m], 1.0, 1e-10, 100
+        )
+        np.testing.assert_allclose(padded[b], alone[0], rtol=1e-12, atol=1e-12)
