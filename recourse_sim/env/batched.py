@@ -15,7 +15,9 @@ refits follow. What is batched is everything between the draws: decisions (the
 capacity rule on the last axis), individual min-cost recourse (row by row, every
 world's seekers at once), outcomes, the controlled collective's perturbations, the
 social graphs (one disjoint union: one edge sort, one cascade), the Newton refits (one
-batched solve per iteration) and the observations. Where numpy's generator calls are
+batched solve per iteration; a window of several rounds, or selective labels, gives
+each world its own number of rows: every world's memory padded with rows of zeros to
+the longest) and the observations. Where numpy's generator calls are
 slow for their size, their numbers are reproduced from the same bits: the SBM's
 endpoint draws (``integers``, about 14 µs a call whatever its size) come from
 ``random_raw`` with numpy's bounded-integer method (Lemire's, with its uint32
@@ -24,20 +26,22 @@ participation) from one ``random`` call of an upper bound, the unused rest hande
 with ``advance``. Per number the batched arithmetic is the single environment's; a few
 sums run in another order and the refit takes another path to the same unique optimum,
 so results agree to rounding: measured, observations bit for bit and rewards within
-about 1e-16 (``tests/env/test_batched.py`` holds observations to float32 rounding and
-rewards within 1e-12).
+about 1e-16 (``tests/env/test_batched.py`` holds school's observations to float32
+rounding, lending's bit for bit, and rewards within 1e-12).
 
 Native scope (else the synchronous fallback): the school world with a fresh cohort
-every round; binary logistic regression refit on the last round (``update_rule:
-window``, ``window: 1``; standardised or not; no recourse loss or defense); the
-``capacity`` or ``threshold`` decision rule; labels not selective; populations
-``truthful``, ``individual`` with ``objective: min_cost`` (exact for the linear model:
+every round, and FICO lending (``Lending-v1``: its applicants all stay, loans move
+their scores, fresh outcome noise every round); binary logistic regression refit on a
+window of rounds (``update_rule: window``; standardised or not; no recourse loss or
+defense); the ``capacity`` or ``threshold`` decision rule; labels selective or not
+(the rejected dropped, or trained as unfavourable); populations ``truthful``,
+``individual`` with ``objective: min_cost`` (exact for the linear model:
 `recourse_sim.recourse.individual.linear_min_cost`; same-round, without
 ``just_enough``; a number ``margin`` or one drawn per person) and ``controlled`` with a
-``complete`` or ``sbm`` graph; capacity ties by arrival or lottery (``decision.ties``).
-Per-person margins and lottery numbers are keyed numbers of each world's own keyed
-streams and the cohort's person ids (a fresh cohort's ids follow the last one's), as
-in the single environment.
+``complete`` or ``sbm`` graph (an ``sbm`` graph not over dropped rows); capacity ties
+by arrival or lottery (``decision.ties``). Per-person margins and lottery numbers are
+keyed numbers of each world's own keyed streams and the cohort's person ids (a fresh
+cohort's ids follow the last one's), as in the single environment.
 """
 
 from __future__ import annotations

@@ -297,8 +297,9 @@ def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env():
             "populations__h1_students__graph__seed_groups": ["N2"],
             "populations__students__groups": ["N2"],
         },
+        {"learner__window": 3},  # the history, then the last three cohorts
     ],
-    ids=["threshold", "move", "tolerance", "complete-graph", "seed-groups"],
+    ids=["threshold", "move", "tolerance", "complete-graph", "seed-groups", "window-3"],
 )
 def test_native_variants_match_the_single_env(overrides):
     kwargs = {"world__cohort_size": 60, "rounds": 8, **overrides}
