@@ -269,7 +269,14 @@ def test_sb3_adapter_trains_ppo():
     assert model.num_timesteps >= 256
 
 
-def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env():
+@pytest.mark.parametrize(
+    ("scenario", "size"),
+    [
+        ("school_assignment_controlled", {"world__cohort_size": 60}),
+        ("lending_fico_controlled", {"world__n_applicants": 200}),
+    ],
+)
+def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env(scenario, size):
     """One seed, the same curve: each world plays the rollout its seed gives the plain
     env, and SB3 sees the same observations, rewards and episode ends."""
     pytest.importorskip("stable_baselines3")
@@ -279,9 +286,9 @@ def test_train_ppo_on_the_batched_env_learns_as_on_sb3s_vector_env():
 
     torch.set_num_threads(1)
     config = PPOConfig(timesteps=64, n_envs=2, n_steps=16, batch_size=16, n_epochs=1)
-    kwargs = {"rounds": 5, "world__cohort_size": 60}
-    _, plain = train_ppo("school_assignment_controlled", 3, config, **kwargs)
-    _, batched = train_ppo("school_assignment_controlled", 3, config, batched=True, **kwargs)
+    kwargs = {"rounds": 5, **size}
+    _, plain = train_ppo(scenario, 3, config, **kwargs)
+    _, batched = train_ppo(scenario, 3, config, batched=True, **kwargs)
     assert len(plain) > 0
     np.testing.assert_allclose(batched.to_numpy(), plain.to_numpy(), rtol=1e-6, atol=1e-9)
 
