@@ -151,11 +151,19 @@ def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
         _assert_same(rows[i], _single_rollout(SCHOOL, 30 + i, actions[:, i], **SMALL), i)
 
 
-def test_next_step_autoreset_starts_the_next_episode_as_a_seedless_reset():
+@pytest.mark.parametrize(
+    ("env_id", "scenario", "size"),
+    [
+        (SCHOOL, "school_assignment_controlled", SMALL),
+        ("recourse_sim/Lending-v1", "lending_fico_controlled", {"world__n_applicants": 200}),
+    ],
+)
+def test_next_step_autoreset_starts_the_next_episode_as_a_seedless_reset(env_id, scenario, size):
     """The step after truncation resets the world (reward 0, the reset observation; the
-    action is ignored); the episode after it is the single env's after ``reset()``."""
-    kwargs = {**SMALL, "rounds": 3}
-    venv = _make_vec(2, **kwargs)
+    action is ignored); the episode after it is the single env's after ``reset()`` (a
+    lending world's pool and the bank's memory start again too)."""
+    kwargs = {**size, "rounds": 3}
+    venv = _make_vec(2, env_id, **kwargs)
     actions = _actions(venv.action_space, 8, seed=4)
     _obs, _ = venv.reset(seed=20)
     steps = [venv.step(a) for a in actions]
@@ -163,7 +171,7 @@ def test_next_step_autoreset_starts_the_next_episode_as_a_seedless_reset():
     o, r, te, tr, info = steps[3]
     assert not te.any() and not tr.any() and (r == 0).all() and (info["round"] == 0).all()
     for i in range(2):
-        env = RecourseEnv("school_assignment_controlled", **kwargs)
+        env = RecourseEnv(scenario, **kwargs)
         env.reset(seed=20 + i)
         for t in range(3):
             env.step(actions[t, i])
