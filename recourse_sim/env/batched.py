@@ -68,7 +68,7 @@ from recourse_sim.env.recourse_env import (
 )
 from recourse_sim.env.streams import TIES, WORLD, keyed_uniforms, margin_stream, population_stream
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.logistic import _sigmoid, newton_refit_batch
+from recourse_sim.learners.logistic import SingleClassWarning, _sigmoid, newton_refit_batch
 from recourse_sim.recourse.individual import linear_min_cost
 
 __all__ = ["BatchedRecourseEnv", "make_vector_env", "native_reason"]
@@ -479,6 +479,7 @@ class BatchedRecourseEnv(VectorEnv):
             warnings.warn(
                 f"LogisticRegression: the refit rows of {int(one_class.sum())} world(s) hold "
                 "one class; their previous parameters are kept",
+                SingleClassWarning,
                 stacklevel=3,
             )
         st["theta"] = theta = new_theta

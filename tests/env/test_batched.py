@@ -384,6 +384,27 @@ def test_lending_is_native_and_each_world_plays_the_single_envs_rollout(override
         _assert_bit_for_bit(rows[i], _single_rollout(LENDING, 70 + i, actions[:, i], **kwargs), i)
 
 
+@pytest.mark.filterwarnings("ignore::recourse_sim.learners.logistic.SingleClassWarning")
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"world__n_applicants": 100, "decision__threshold": 0.97},  # rounds without a loan
+        {"world__n_applicants": 50, "decision__threshold": 0.999},  # ... and one-class refits
+        {"world__n_applicants": 60, "decision__threshold": 0.93, "learner__window": 2},
+    ],
+    ids=["no-loans", "one-class", "window-2"],
+)
+def test_lending_rounds_without_loans_or_with_one_class_are_the_single_envs(overrides):
+    """A world whose round makes no loan is not updated (its memory keeps its rounds) and
+    one whose window holds one class keeps its model, as in the single env."""
+    kwargs = {"rounds": 10, **overrides}
+    venv = _make_vec(4, LENDING, **kwargs)
+    actions = _actions(venv.action_space, 10, seed=11)
+    rows = _batched_rollout(venv, 5, actions)
+    for i in range(4):
+        _assert_bit_for_bit(rows[i], _single_rollout(LENDING, 5 + i, actions[:, i], **kwargs), i)
+
+
 @pytest.mark.slow
 def test_lending_16_worlds_20_rounds_equal_the_single_env():
     """The acceptance case: Lending-v1 as bundled (2,000 applicants), 16 worlds, a whole
