@@ -60,12 +60,13 @@ class PPOConfig:
 def feasible_range(env: gym.Env) -> tuple[np.ndarray, np.ndarray]:
     """Per action entry (class × feature), the part of [-1, 1] the controlled collective's
     action set can use: [-1, 0] for a feature it may only decrease, [0, 1] for one it may
-    only increase, [-1, 1] otherwise (and for a scenario without a controlled collective)."""
+    only increase, [-1, 1] otherwise (and for a scenario without a controlled collective,
+    or one whose action is OAR's settings, every one of which can act)."""
     inner = env.unwrapped
     shape = inner.action_space.shape
     low, high = -np.ones(shape), np.ones(shape)
     controlled = getattr(inner, "_controlled", None)
-    if controlled is not None:
+    if controlled is not None and controlled.spec.action == "shift":
         aset = controlled.action_set
         idx = np.flatnonzero(aset.actionable)
         low[:, : len(idx)][:, aset.increase_mask[idx]] = 0.0

@@ -126,3 +126,11 @@ def test_the_batched_env_falls_back_for_the_oar_action():
     envs.reset(seed=0)
     envs.step(np.ones((2, len(OAR_ACTION)), dtype=np.float32))
     envs.close()
+
+
+def test_ppo_acts_on_every_oar_setting():
+    from recourse_sim.agents.training import feasible_range
+
+    low, high = feasible_range(_env("lending_fico_controlled", action="oar"))
+    np.testing.assert_array_equal(low, -np.ones(4))
+    np.testing.assert_array_equal(high, np.ones(4))
