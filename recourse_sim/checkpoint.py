@@ -19,13 +19,14 @@ instead of being half-loaded.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
 import os
 import re
+import secrets
 import stat
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from recourse_sim.errors import CheckpointError, RecourseSimError
+from recourse_sim.errors import CheckpointError, ConfigError, RecourseSimError
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -42,7 +43,12 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "load_checkpoint",
+    "make_dir",
+    "open_dir",
+    "open_file",
     "read_bounded",
+    "refuse_link",
+    "remove_own_files",
     "save_checkpoint",
 ]
 
@@ -81,8 +87,78 @@ class Checkpoint:
 # --------------------------------------------------------------------------- atomic files
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename in `directory` durable (a no-op where directories cannot be opened)."""
+# Everything a run, sweep or plot writes, appends to or deletes in its directory goes
+# through these: no symbolic link is followed at the file or at the directory holding it,
+# so a link planted in a run directory cannot make a run change a file elsewhere.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_AT_DIRECTORY = os.open in os.supports_dir_fd  # (not on Windows: plain paths there)
+
+
+def _link_error(path: str | os.PathLike[str]) -> ConfigError:
+    return ConfigError(
+        f"{path} is a symbolic link; refused (recourse-sim never writes through a link: "
+        "remove it or choose another directory)"
+    )
+
+
+def refuse_link(path: str | os.PathLike[str]) -> None:
+    """ConfigError naming `path` if it is a symbolic link (nothing is written through one)."""
+    if os.path.islink(path):
+        raise _link_error(path)
+
+
+def make_dir(path: str | os.PathLike[str]) -> Path:
+    """Create directory `path` (and its parents) unless it exists; ConfigError naming it
+    if it is a symbolic link or cannot be created."""
+    path = Path(path)
+    refuse_link(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create directory {path}: {e.strerror or e}") from None
+    refuse_link(path)
+    return path
+
+
+def open_dir(path: str | os.PathLike[str]) -> int | None:
+    """A descriptor of directory `path`, opened without following a link there (close it);
+    None where directories cannot be opened (Windows)."""
+    if not _AT_DIRECTORY:
+        refuse_link(path)
+        return None
+    try:
+        return os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
+    except OSError as e:
+        refuse_link(path)
+        raise OSError(e.errno, e.strerror, str(path)) from None
+
+
+def open_file(path: str | os.PathLike[str], flags: int, dir_fd: int | None = None) -> int:
+    """``os.open(path, flags)`` refusing a symbolic link at `path` (ConfigError naming it);
+    with `dir_fd`, `path` is a name inside that directory."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, 0o644, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP or _is_link(path, dir_fd):
+            raise _link_error(path) from None
+        raise OSError(e.errno, e.strerror, str(path)) from None
+
+
+def _is_link(name: str | os.PathLike[str], dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _fsync_dir(directory: Path | int) -> None:
+    """Make a rename in `directory` (a path or an open descriptor) durable (a no-op where
+    directories cannot be opened)."""
+    if isinstance(directory, int):
+        with contextlib.suppress(OSError):
+            os.fsync(directory)
+        return
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. Windows: directories cannot be opened; rename is durable enough
@@ -98,30 +174,44 @@ def _fsync_dir(directory: Path) -> None:
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a part.
 
-    The bytes go to a temporary file in the same directory, are flushed and fsynced, and
-    the temporary file is then renamed over `path` (``os.replace`` is atomic on POSIX and
-    Windows); the directory is fsynced so the rename survives a power cut.
+    The bytes go to a new temporary file in the same directory, are flushed and fsynced,
+    and the temporary file is then renamed over `path` (``os.replace`` is atomic on POSIX
+    and Windows); the directory is fsynced so the rename survives a power cut. The
+    directory is opened once without following a link and every step happens inside it;
+    a symbolic link at `path` or at its directory is refused (ConfigError naming it).
     """
     path = Path(path)
+    dir_fd = open_dir(path.parent)
+    # names relative to the verified directory (full paths where it cannot be opened)
+    target = path.name if dir_fd is not None else str(path)
+    tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+    tmp = tmp if dir_fd is not None else str(path.parent / tmp)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, str(path)) from e
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:  # name the file: a failed write() does not
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise OSError(e.errno, e.strerror, str(path)) from e
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+        if _is_link(target, dir_fd):
+            raise _link_error(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(tmp, flags | _NOFOLLOW, 0o600, dir_fd=dir_fd)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except OSError as e:  # name the file: a failed write() does not
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        _fsync_dir(path.parent if dir_fd is None else dir_fd)
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -247,8 +337,7 @@ def save_checkpoint(
     that would need pickling) raises TypeError naming where it is. `meta` must be
     JSON-serialisable. Returns the path of ``checkpoint.json``.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = make_dir(directory)
     arrays: dict[str, np.ndarray] = {}
     encoded = _encode(dict(state), arrays, "state")
 
@@ -273,11 +362,27 @@ def save_checkpoint(
 
     # Only now is the new .npz committed: older ones, and temporary files of a writer that
     # was killed mid-write, are garbage.
-    for old in [*directory.glob("state-*.npz"), *directory.glob(".*.tmp")]:
-        if old.name != npz_name:
-            with contextlib.suppress(OSError):
-                old.unlink()
+    remove_own_files(directory, keep=npz_name)
     return path
+
+
+_OWN_FILE = re.compile(r"state-\d+\.npz|\..*\.tmp")
+
+
+def remove_own_files(directory: str | os.PathLike[str], keep: str | None = None) -> None:
+    """Delete the state files (``state-*.npz``) and leftover temporary files of checkpoint
+    directory `directory` except `keep`, listed and deleted inside the directory opened
+    without following a link (a link in its place is refused: ConfigError)."""
+    dir_fd = open_dir(directory)
+    try:
+        for name in os.listdir(directory if dir_fd is None else dir_fd):
+            if name != keep and _OWN_FILE.fullmatch(name):
+                target = name if dir_fd is not None else os.path.join(directory, name)
+                with contextlib.suppress(OSError):
+                    os.unlink(target, dir_fd=dir_fd)
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
 
 
 def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
@@ -314,10 +419,9 @@ def load_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
     if not isinstance(npz_name, str) or Path(npz_name).name != npz_name:
         raise CheckpointError(f"checkpoint {path} names an invalid state file {npz_name!r}")
     npz_path = path.parent / npz_name
-    try:
-        npz_bytes = npz_path.read_bytes()
-    except OSError as e:
-        raise CheckpointError(f"checkpoint state {npz_path} is missing or unreadable") from e
+    from recourse_sim.budget import memory_limit
+
+    npz_bytes = read_bounded(npz_path, memory_limit() // 2, "checkpoint state")
     if hashlib.sha256(npz_bytes).hexdigest() != record.get("arrays_sha256"):
         raise CheckpointError(
             f"checkpoint state {npz_path} is corrupt: its SHA-256 digest does not match"

@@ -6,11 +6,13 @@ display nor changes the global backend of the caller's session.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recourse_sim.checkpoint import atomic_write_bytes
 from recourse_sim.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -209,12 +211,15 @@ def _draw(lines: dict, bands: dict | None, out, title: str | None, legend_title:
     if title:
         fig.suptitle(title)
     out = Path(out)
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as e:
-        raise ConfigError(f"cannot write {out}: {e.strerror or e}") from e
+    image = io.BytesIO()
+    try:  # drawn in memory, then replaces `out` atomically (never through a link)
+        fig.savefig(image, dpi=110, format=out.suffix[1:].lower() or None)
     except ValueError as e:  # an image format matplotlib does not know
         raise ConfigError(f"cannot write {out}: {e}") from e
+    try:
+        atomic_write_bytes(out, image.getvalue())
+    except OSError as e:
+        raise ConfigError(f"cannot write {out}: {e.strerror or e}") from e
     return out
 
 

@@ -37,6 +37,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -57,6 +58,10 @@ from recourse_sim.checkpoint import (
     Checkpoint,
     atomic_write_text,
     load_checkpoint,
+    make_dir,
+    open_file,
+    refuse_link,
+    remove_own_files,
     save_checkpoint,
 )
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -244,17 +249,19 @@ def _read_run_file(
 ) -> pd.DataFrame:
     """Read run file `name` (a file or the run directory holding it) with `parse`;
     DataError for a missing, unreadable, empty or malformed file."""
+    from recourse_sim.budget import memory_limit
+    from recourse_sim.checkpoint import read_bounded
     from recourse_sim.errors import DataError
 
     path = Path(path)
     if path.is_dir():
         path = path / name
+    # a regular file that fits (parsed, a table takes about 20 times its text)
+    data = read_bounded(path, memory_limit() // 40, name, DataError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DataError(f"{path} not found") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"cannot read {path}: {e}") from e
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"cannot read {path}: not UTF-8 text") from None
     if not text.strip():
         raise DataError(f"{path} is empty (no round has completed)")
     try:
@@ -480,6 +487,16 @@ RUN_FILES = {"metrics": METRICS_FILE, "people": PEOPLE_FILE}
 """The files a run appends to round by round, by the key their checkpoint records them
 under (``<key>_bytes``, ``<key>_sha256``)."""
 
+# every name a run writes, appends to or deletes in its directory
+_RUN_DIR_NAMES = (
+    LOCK_FILE,
+    CHECKPOINT_DIR,
+    f"{CHECKPOINT_DIR}/{CHECKPOINT_FILE}",
+    SUMMARY_FILE,
+    SCENARIO_FILE,
+    *RUN_FILES.values(),
+)
+
 
 class _AppendFile:
     """A run file (metrics.csv, people.csv) opened for appending; every append is flushed
@@ -489,7 +506,8 @@ class _AppendFile:
         self.path = path
         self._hash = hashlib.sha256(prefix)
         self.size = len(prefix)
-        self._file: BinaryIO = open(path, "r+b" if path.exists() else "w+b")
+        fd = open_file(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0))
+        self._file: BinaryIO = os.fdopen(fd, "r+b")
         # Cut back to the committed rows: drop a half-written line or an unsaved round.
         self._file.truncate(self.size)
         self._file.seek(self.size)
@@ -525,7 +543,7 @@ def _committed(out: Path, key: str, meta: Mapping[str, Any], checkpoint: Path) -
         )
     size = int(meta[f"{key}_bytes"])
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_file(path, os.O_RDONLY | getattr(os, "O_BINARY", 0)), "rb") as f:
             prefix = f.read(size)
     except FileNotFoundError:
         prefix = b""
@@ -543,6 +561,9 @@ def _inspect(
     """Check `out` without changing anything in it: the verified checkpoint to resume (or
     None to start afresh). Refused: a resume of another run, and replacing a finished
     run (one with a ``summary.json``) without `overwrite`."""
+    # a link planted in the run directory would make the run change a file elsewhere
+    for path in (out, *(out / name for name in _RUN_DIR_NAMES)):
+        refuse_link(path)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output directory {out} is a file")
     checkpoint = load_checkpoint(out / CHECKPOINT_DIR) if resume else None
@@ -569,25 +590,49 @@ def _held_run(out: Path) -> str:
 
 
 def _claim(out: Path) -> int:
-    """Create `out` and take its lock for this process's run (a file descriptor to close
-    when the run ends). ConfigError naming the holder if another process runs there; a
-    lock left by a process that died is released by the system, so it is taken over."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise ConfigError(f"cannot create output directory {out}: {e.strerror}") from e
-    if fcntl is None:  # (no advisory locks on this platform)
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    """Create `out` and take its lock for this process's run (a file descriptor to give
+    to `_release` when the run ends). ConfigError naming the holder if another process
+    runs there; a lock left by a process that died is released by the system, so it is
+    taken over."""
+    make_dir(out)
+    while True:
+        try:
+            fd = open_file(out / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        except OSError as e:
+            raise ConfigError(f"cannot create {out / LOCK_FILE}: {e.strerror}") from e
+        if fcntl is None:  # (no advisory locks on this platform)
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise ConfigError(f"{out} is in use by process {holder}") from None
+        if _is_lock_file(out, fd):
+            break
+        # the run that held it removed the file as it ended: lock the one there now
         os.close(fd)
-        raise ConfigError(f"{out} is in use by process {holder}") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
+
+
+def _is_lock_file(out: Path, fd: int) -> bool:
+    """Whether `fd` is the file at ``out/.lock`` (not one removed since it was opened)."""
+    try:
+        held, there = os.fstat(fd), os.lstat(out / LOCK_FILE)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _release(out: Path, fd: int) -> None:
+    """Remove the lock file of `out` and release the lock. Removed while still locked, so
+    a process that opened the old file meanwhile sees it is no longer the lock file."""
+    if _is_lock_file(out, fd):
+        with contextlib.suppress(OSError):
+            os.unlink(out / LOCK_FILE)  # (unlink removes a link itself, never its target)
+    os.close(fd)
 
 
 def _prefixes(out: Path, checkpoint: Checkpoint | None) -> dict[str, bytes]:
@@ -603,11 +648,11 @@ def _start_fresh(out: Path) -> None:
     """Remove what a previous run left in `out` (checkpoint first, so it cannot pair with
     the new run files if we are killed half-way)."""
     checkpoint = out / CHECKPOINT_DIR
+    refuse_link(checkpoint)
     (checkpoint / CHECKPOINT_FILE).unlink(missing_ok=True)
     if checkpoint.is_dir():
         # Only our own files: `out` may be a directory the user keeps other things in.
-        for path in [*checkpoint.glob("state-*.npz"), *checkpoint.glob(".*.tmp")]:
-            path.unlink(missing_ok=True)
+        remove_own_files(checkpoint)
     (out / SUMMARY_FILE).unlink(missing_ok=True)
     for name in RUN_FILES.values():
         (out / name).unlink(missing_ok=True)
@@ -638,7 +683,9 @@ def simulate(
             ``scenario.yaml``, ``summary.json`` and ``checkpoint/``. Without `resume`,
             files of an unfinished earlier run there are replaced; a finished one only
             with `overwrite`. Nothing there changes before the scenario has built, and
-            the run holds a lock on `out` (``.lock``) while it runs. None: nothing is
+            the run holds a lock on `out` (``.lock``, removed when it ends) while it runs;
+            a symbolic link in place of `out` or of any file the run writes there is
+            refused. None: nothing is
             written.
         resume: continue the run in `out` from its checkpoint (from the start if it has
             none yet). The scenario and seed must be those of the run in `out`; `rounds`
@@ -765,7 +812,7 @@ def simulate(
             file.close()
         env.close()
         if lock is not None:
-            os.close(lock)  # (releases the lock; the file stays, so no one races its removal)
+            _release(out_dir, lock)
     return (frame, crowd.frame()) if people else frame
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recourse_sim.checkpoint import atomic_write_text
+from recourse_sim.checkpoint import atomic_write_text, make_dir, refuse_link
 from recourse_sim.errors import ConfigError, DependencyNotInstalled, RecourseSimError
 
 if TYPE_CHECKING:
@@ -436,10 +436,9 @@ def sweep(
                 preflight(loaded)
             except ConfigError as e:
                 raise ConfigError(f"grid cell {cell.label()}: {e}") from None
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"cannot create sweep directory {out}: {e.strerror}") from e
+    make_dir(out)
+    for name in (SWEEP_FILE, FAILURES_FILE, *(cell.name for cell in cells)):
+        refuse_link(out / name)  # a cell's folder linked elsewhere would be written there
 
     result = SweepResult(out=out, cells=cells)
     todo = []

@@ -392,3 +392,289 @@ def test_a_stopped_sweep_leaves_no_worker_and_writes_its_finished_cells(tmp_path
     assert not alive
     table = (out / "sweep.csv").read_text().splitlines()
     assert len(table) > 1 and table[0].startswith("seed,")
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (links not followed) by relative path, with its bytes."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+@pytest.mark.parametrize("planted", ["lock", "checkpoint_dir", "plot", "resume_people", "cell"])
+def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, capsys, planted):
+    path, out = _gaussian(tmp_path), tmp_path / "o"
+    victims = tmp_path / "victims"
+    victims.mkdir()
+    (victims / "secret.txt").write_text("the user's own file\n")
+    if planted == "lock":
+        out.mkdir()
+        (out / ".lock").symlink_to(victims / "secret.txt")
+        argv, named = ["run", str(path), "--out", str(out)], ".lock"
+    elif planted == "checkpoint_dir":
+        for name in ("state-000001.npz", ".x.tmp", "checkpoint.json"):
+            (victims / name).write_text(f"keep {name}\n")
+        out.mkdir()
+        (out / "checkpoint").symlink_to(victims, target_is_directory=True)
+        argv, named = ["run", str(path), "--out", str(out)], "checkpoint"
+    elif planted == "plot":
+        assert main(["run", str(path), "--out", str(out), "-q"]) == 0
+        (out / "dynamics.png").symlink_to(victims / "secret.txt")
+        argv, named = ["plot", str(out)], "dynamics.png"
+    elif planted == "resume_people":
+        assert main(["run", str(path), "--out", str(out), "-q"]) == 0
+        # a user file that begins with the run's rows, in place of people.csv
+        (victims / "secret.txt").write_bytes((out / "people.csv").read_bytes() + b"notes\n")
+        (out / "people.csv").unlink()
+        (out / "people.csv").symlink_to(victims / "secret.txt")
+        argv = ["run", str(path), "--out", str(out), "--resume", "--rounds", "3"]
+        named = "people.csv"
+    else:
+        sweep = ["sweep", str(path), "--seeds", "0", "--out", str(out)]
+        assert main(sweep) == 0
+        (cell,) = [p for p in out.iterdir() if p.is_dir()]
+        cell.rename(victims / "cell")
+        cell.symlink_to(victims / "cell", target_is_directory=True)
+        argv, named = [*sweep, "--rounds", "3"], cell.name
+    capsys.readouterr()
+    before = _snapshot(victims)
+    assert main([*argv, "-q"] if planted != "plot" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert named in err and "symbolic link" in err
+    assert _snapshot(victims) == before
+
+
+def test_the_lock_file_is_removed_when_a_run_ends(tmp_path):
+    path, out = _gaussian(tmp_path), tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--rounds", "1", "-q"]) == 0
+    assert not (out / ".lock").exists()
+    bad = ["--set", "learner.type=logistic_regression", "--set", "learner.params.C=-1"]
+    assert main(["run", str(path), "--out", str(out), "-q", "--overwrite", *bad]) == 2
+    assert not (out / ".lock").exists()
+
+
+# ------------------------------------------------------------------ the oracle cache
+
+
+def _csv_world(tmp_path: Path) -> Path:
+    """A 120-row CSV world whose outcomes come from a small calibrated-forest oracle."""
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 10, 120), rng.normal(size=120).round(3)
+    y = (a + 3 * b + rng.normal(size=120) > 5).astype(int)
+    rows = "".join(f"{i},{j},{k}\n" for i, j, k in zip(a, b, y, strict=True))
+    (tmp_path / "d.csv").write_text("a,b,y\n" + rows)
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            name: tiny_csv
+            rounds: 3
+            world:
+              kind: csv
+              path: d.csv
+              label: y
+              favourable: 1
+              columns: {a: integer, b: numeric}
+              cohort_size: 30
+              history_size: 60
+              outcome: oracle
+              oracle: {trees: 4, seed: 0}
+            features:
+              actionable: [a, b]
+            learner:
+              type: logistic_regression
+            decision:
+              rule: threshold
+              threshold: 0.5
+            populations:
+              applicants:
+                strategy: individual
+                epsilon: 1.0
+                participation: 0.5
+            """
+        )
+    )
+    return path
+
+
+def _cache_arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as stored:
+        return {name: stored[name] for name in stored.files}
+
+
+def _save_cache(path: Path, arrays: dict[str, np.ndarray], sign: bool) -> None:
+    """Write `arrays` as the cache file; with `sign`, recompute its digest (a careful
+    vandal)."""
+    from recourse_sim.env.oracle import _arrays_sha256
+
+    arrays = dict(arrays)
+    if sign:
+        arrays.pop("sha256")
+        arrays["sha256"] = np.array(_arrays_sha256(arrays))
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def _tamper(arrays: dict[str, np.ndarray], damage: str) -> bool:
+    """Edit the cached oracle's arrays in place as `damage` says; whether the edit also
+    recomputes the digest."""
+    inner = np.flatnonzero(arrays["m0_f0_left"] >= 0)
+    leaves = np.flatnonzero(arrays["m0_f0_left"] < 0)
+    if damage == "nan_threshold":
+        arrays["m0_f0_threshold"][inner[0]] = np.nan
+    elif damage == "far_threshold":
+        arrays["m0_f0_threshold"][inner[0]] = 1e300
+    elif damage == "nan_leaf":
+        arrays["m0_f0_value"][leaves[0]] = np.nan
+    elif damage == "negative_leaf":
+        arrays["m0_f0_value"][leaves[0]] = [-1.0, 2.0]
+    elif damage == "flipped_leaves":  # plausible values: only the digest tells
+        arrays["m0_f0_value"] = arrays["m0_f0_value"][:, ::-1].copy()
+        return False
+    elif damage in ("slope_1e300", "slope_nan"):
+        arrays["m0_a"][0, 0] = 1e300 if damage == "slope_1e300" else np.nan
+    elif damage == "swapped_fold":  # each row scored by the model that saw it
+        arrays["fold"] = 1 - arrays["fold"]
+    elif damage == "huge_forest":  # more nodes than a tree fit on these rows can have
+        extra = 2 * 120
+        arrays["m0_f0_left"] = np.concatenate([arrays["m0_f0_left"], np.full(extra, -1)])
+        arrays["m0_f0_right"] = np.concatenate([arrays["m0_f0_right"], np.full(extra, -1)])
+        arrays["m0_f0_feature"] = np.concatenate([arrays["m0_f0_feature"], np.full(extra, -2)])
+        arrays["m0_f0_threshold"] = np.concatenate(
+            [arrays["m0_f0_threshold"], -2.0 * np.ones(extra)]
+        )
+        value = np.tile([[1.0, 0.0]], (extra, 1))
+        arrays["m0_f0_value"] = np.concatenate([arrays["m0_f0_value"], value])
+    else:
+        raise AssertionError(damage)
+    return True
+
+
+DAMAGES = [
+    "nan_threshold",
+    "far_threshold",
+    "nan_leaf",
+    "negative_leaf",
+    "flipped_leaves",
+    "slope_1e300",
+    "slope_nan",
+    "swapped_fold",
+    "huge_forest",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_tampered_oracle_cache_is_rebuilt_and_the_run_unchanged(
+    tmp_path, monkeypatch, capsys, damage
+):
+    from recourse_sim.env import oracle as oracle_module
+
+    monkeypatch.setenv("RECOURSE_SIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(oracle_module, "_MEMORY", {})
+    path = _csv_world(tmp_path)
+    assert main(["run", str(path), "--out", str(tmp_path / "reference"), "-q"]) == 0
+    (cache,) = (tmp_path / "cache" / "oracles").iterdir()
+    untampered = cache.read_bytes()
+    arrays = _cache_arrays(cache)
+    sign = _tamper(arrays, damage)
+    _save_cache(cache, arrays, sign)
+    oracle_module._MEMORY.clear()
+    with pytest.warns(UserWarning, match="oracle cache .* failed its check") as caught:
+        assert main(["run", str(path), "--out", str(tmp_path / "run"), "-q"]) == 0
+    assert len([w for w in caught if "oracle cache" in str(w.message)]) == 1
+    for name in ("metrics.csv", "people.csv"):
+        assert (tmp_path / "run" / name).read_bytes() == (
+            tmp_path / "reference" / name
+        ).read_bytes()
+    assert cache.read_bytes() == untampered  # rebuilt and stored again
+
+
+def test_an_oracle_cache_over_the_memory_budget_is_not_loaded(tmp_path, monkeypatch):
+    from recourse_sim import budget
+    from recourse_sim.env import oracle as oracle_module
+    from recourse_sim.scenarios import OracleSpec
+
+    monkeypatch.setenv("RECOURSE_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(oracle_module, "_MEMORY", {})
+    X, y = _oracle_data()
+    spec = OracleSpec(trees=3)
+    fitted = oracle_module.fit_oracle(X, y, spec)
+    oracle_module._MEMORY.clear()
+    (cache,) = (tmp_path / "oracles").iterdir()
+    monkeypatch.setattr(budget, "memory_limit", lambda: 4 * cache.stat().st_size - 4)
+    with pytest.warns(UserWarning, match="more than the"):
+        again = oracle_module.fit_oracle(X, y, spec)
+    rows = np.arange(len(y))
+    assert np.array_equal(again.predict_proba(rows, X), fitted.predict_proba(rows, X))
+
+
+def _oracle_data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    y = (X[:, 0] + rng.standard_normal(100) > 0).astype(np.int64)
+    return X, y
+
+
+def test_fuzzed_oracle_caches_are_used_unchanged_or_rebuilt(tmp_path, monkeypatch):
+    """Random truncations, byte flips and value edits (with or without a recomputed
+    digest) of a cached oracle: the oracle obtained always predicts exactly as the
+    untampered one."""
+    import warnings
+
+    from recourse_sim.env import oracle as oracle_module
+    from recourse_sim.scenarios import OracleSpec
+
+    monkeypatch.setenv("RECOURSE_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(oracle_module, "_MEMORY", {})
+    X, y = _oracle_data()
+    rows = np.arange(len(y))
+    Z = np.vstack([X, np.random.default_rng(1).standard_normal((100, 3)) * 3])
+    zrows = np.concatenate([rows, rows])
+    for fit in ("cross", "all"):
+        spec = OracleSpec(trees=3, fit=fit)
+        reference = oracle_module.fit_oracle(X, y, spec)
+        expected = reference.predict_proba(zrows, Z)
+        cache = max((tmp_path / "oracles").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        good = cache.read_bytes()
+        arrays = _cache_arrays(cache)
+        names = [n for n in arrays if n != "sha256"]
+        # a rebuild refits the same forests (fixed seeds); reuse them to keep this fast
+        monkeypatch.setattr(oracle_module, "_fit", lambda *a, r=reference: r)
+        rng = np.random.default_rng(7)
+        outcomes = {"used": 0, "rebuilt": 0}
+        for trial in range(60):
+            kind = trial % 4
+            if kind == 0:  # truncated
+                cache.write_bytes(good[: rng.integers(0, len(good))])
+            elif kind == 1:  # a byte flipped
+                data = bytearray(good)
+                data[rng.integers(0, len(data))] ^= 1 << int(rng.integers(0, 8))
+                cache.write_bytes(bytes(data))
+            else:  # a value edited; kind 3 recomputes the digest with an impossible value
+                edited = {k: v.copy() for k, v in arrays.items()}
+                name = names[rng.integers(0, len(names))]
+                flat = edited[name].reshape(-1)
+                if flat.size == 0 or edited[name].dtype.kind not in "fiu":
+                    continue
+                at = rng.integers(0, flat.size)
+                if kind == 2:
+                    flat[at] = flat[at] + 1 if flat.dtype.kind in "iu" else flat[at] * 1.5 + 0.1
+                elif flat.dtype.kind == "f":
+                    flat[at] = rng.choice([np.nan, np.inf, -np.inf, 1e300, -1e300])
+                else:
+                    flat[at] = rng.choice([-5, 2**40])
+                _save_cache(cache, edited, sign=kind == 3)
+            oracle_module._MEMORY.clear()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = oracle_module.fit_oracle(X, y, spec)
+            assert np.array_equal(got.predict_proba(zrows, Z), expected), (trial, kind)
+            outcomes["rebuilt" if caught else "used"] += 1
+            if caught:
+                messages = [str(w.message) for w in caught]
+                assert len(caught) == 1 and "failed its check" in messages[0], messages
+            cache.write_bytes(good)
+        assert outcomes["rebuilt"] > 30

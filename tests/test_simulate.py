@@ -184,8 +184,7 @@ def test_same_seed_same_table_and_file(tmp_path):
 
 def test_output_files(tmp_path):
     frame, out = _run(tmp_path, "run", seed=2, rounds=3)
-    assert sorted(p.name for p in out.iterdir()) == [
-        ".lock",
+    assert sorted(p.name for p in out.iterdir()) == [  # (the lock file is removed at the end)
         "checkpoint",
         "metrics.csv",
         "people.csv",

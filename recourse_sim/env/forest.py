@@ -153,9 +153,25 @@ class CalibratedForest:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str, d: int) -> CalibratedForest:
-        """The model `arrays` stored under `prefix`, for `d` features; ValueError if they
-        do not form one (a damaged or foreign file)."""
+    def from_arrays(
+        cls,
+        arrays: dict[str, np.ndarray],
+        prefix: str,
+        d: int,
+        *,
+        folds: int | None = None,
+        trees: int | None = None,
+        max_tree_nodes: int | None = None,
+        feature_range: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> CalibratedForest:
+        """The model `arrays` stored under `prefix`, for `d` features; ValueError saying
+        what is wrong if they do not form a fitted one (a damaged, edited or foreign
+        file): shapes and types, every walk down a tree ending at a leaf, finite
+        thresholds, class shares in [0, 1] summing to 1, finite calibrators of at most
+        `MAX_CALIBRATION` in size; and, where given, `folds` calibration folds, `trees`
+        trees per forest, at most `max_tree_nodes` nodes per tree and every split
+        threshold inside `feature_range` (each feature's lowest and highest value: a
+        split lies between two values of the data it was fit on)."""
         a, b = arrays[f"{prefix}a"], arrays[f"{prefix}b"]
         columns, classes = arrays[f"{prefix}columns"], arrays[f"{prefix}classes"]
         k = len(classes)
@@ -170,20 +186,40 @@ class CalibratedForest:
             or columns.dtype != np.int64
             or ((columns < 0) | (columns >= k)).any()
         ):
-            raise ValueError("calibrators")
+            raise ValueError("calibrators of the wrong shape")
+        if not (np.isfinite(a).all() and np.isfinite(b).all()):
+            raise ValueError("a calibrator coefficient is not finite")
+        if max(np.abs(a).max(initial=0), np.abs(b).max(initial=0)) > MAX_CALIBRATION:
+            raise ValueError(f"a calibrator coefficient is larger than {MAX_CALIBRATION:g}")
+        if folds is not None and len(a) != folds:
+            raise ValueError(f"{len(a)} calibration folds, not {folds}")
         forests = []
         for i in range(len(a)):
             f = {name: arrays[f"{prefix}f{i}_{name}"] for name in cls._FOREST_FIELDS}
             forests.append(Forest(**f))
-            _check_forest(forests[-1], d, k)
+            _check_forest(forests[-1], d, k, trees, max_tree_nodes, feature_range)
         if len(forests) == 0 or a.shape[1] != (1 if k == 2 else k):
             raise ValueError("folds")
         return cls(forests=forests, a=a, b=b, columns=columns, classes_=classes)
 
 
-def _check_forest(forest: Forest, d: int, k: int) -> None:
+# Platt's sigmoid on scores in [0, 1] with smoothed targets needs slopes of a few tens
+# to a few thousands; far larger is no fitted calibrator
+MAX_CALIBRATION = 1e6
+
+
+def _check_forest(
+    forest: Forest,
+    d: int,
+    k: int,
+    trees: int | None = None,
+    max_tree_nodes: int | None = None,
+    feature_range: tuple[np.ndarray, np.ndarray] | None = None,
+) -> None:
     """ValueError unless `forest` is a well-formed forest on d features and k classes,
-    every child after its parent (so every walk down ends at a leaf)."""
+    every child after its parent in its own tree (so every walk down ends at a leaf),
+    with finite thresholds and class shares (and `trees` trees of at most
+    `max_tree_nodes` nodes each, where given)."""
     nodes = len(forest.left)
     node = np.arange(nodes)
     inner = forest.left >= 0
@@ -196,7 +232,9 @@ def _check_forest(forest: Forest, d: int, k: int) -> None:
         and forest.value.shape == (nodes, k)
         and forest.roots.ndim == 1
         and len(forest.roots) > 0
-        and ((forest.roots >= 0) & (forest.roots < nodes)).all()
+        and forest.roots[0] == 0
+        and (np.diff(forest.roots) > 0).all()
+        and forest.roots[-1] < nodes
         and ((forest.right >= 0) == inner).all()
         and (forest.left[inner] > node[inner]).all()
         and (forest.right[inner] > node[inner]).all()
@@ -205,4 +243,27 @@ def _check_forest(forest: Forest, d: int, k: int) -> None:
         and ((forest.feature[inner] >= 0) & (forest.feature[inner] < d)).all()
     )
     if not ok:
-        raise ValueError("forest")
+        raise ValueError("a tree of the wrong shape")
+    tree = np.searchsorted(forest.roots, node, side="right") - 1
+    if not (
+        (tree[forest.left[inner]] == tree[inner]).all()
+        and (tree[forest.right[inner]] == tree[inner]).all()
+    ):
+        raise ValueError("a node's child is in another tree")
+    if trees is not None and len(forest.roots) != trees:
+        raise ValueError(f"{len(forest.roots)} trees, not {trees}")
+    sizes = np.diff(np.append(forest.roots, nodes))
+    if max_tree_nodes is not None and sizes.max() > max_tree_nodes:
+        raise ValueError(f"a tree of {sizes.max():,} nodes (at most {max_tree_nodes:,})")
+    if not np.isfinite(forest.threshold).all():
+        raise ValueError("a threshold is not finite")
+    if feature_range is not None:
+        low, high = feature_range
+        split, at = forest.threshold[inner], forest.feature[inner]
+        if ((split < low[at]) | (split > high[at])).any():
+            raise ValueError("a threshold outside its feature's values")
+    value = forest.value
+    if not (np.isfinite(value).all() and (value >= 0).all() and (value <= 1).all()):
+        raise ValueError("a class share is not in [0, 1]")
+    if not np.allclose(value.sum(1), 1.0, atol=1e-6):
+        raise ValueError("a node's class shares do not sum to 1")

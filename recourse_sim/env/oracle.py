@@ -12,11 +12,16 @@ settings and the scikit-learn version, so a second process, `gym.make` or sweep 
 loads one instead of refitting. The disk cache lives in ``$RECOURSE_SIM_CACHE`` (``off``:
 no disk cache), else ``$XDG_CACHE_HOME/recourse-sim``, else ``~/.cache/recourse-sim``.
 A cached oracle is an ``.npz`` of plain arrays (no pickles): each forest's trees as
-flat node arrays and each calibrator's two sigmoid coefficients (`CalibratedForest`).
-Loading checks their shapes and that every child node follows its parent (so a file
-cannot make prediction loop), never executes code from the file and needs no
-scikit-learn: `CalibratedForest` predicts as scikit-learn does, bit for bit (tested),
-and about three times as fast. A damaged or foreign file is refit and replaced.
+flat node arrays and each calibrator's two sigmoid coefficients (`CalibratedForest`),
+with the cache key and a SHA-256 of all arrays. Loading never executes code from the
+file and needs no scikit-learn (`CalibratedForest` predicts as scikit-learn does, bit
+for bit (tested), and about three times as fast), and verifies everything first: the
+digest and key; the size against the memory budget; each row's half, recomputed from
+the labels and seed; the number of calibration folds and trees; at most 2n − 1 nodes
+per tree, every child after its parent in its own tree (so prediction cannot loop);
+finite split thresholds within the features' values; class shares in [0, 1] summing
+to 1; finite calibrators. A file that fails is never used: it is removed, with one
+warning, and the oracle is refit and stored again.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from recourse_sim.checkpoint import atomic_write_bytes
+from recourse_sim.checkpoint import atomic_write_bytes, read_bounded
 from recourse_sim.env.forest import CalibratedForest
 from recourse_sim.errors import ConfigError, DataError
 from recourse_sim.scenarios import OracleSpec
@@ -43,7 +48,7 @@ __all__ = ["ENTRY_POINT_GROUP", "Oracle", "cache_dir", "fit_oracle", "register_o
 ENTRY_POINT_GROUP = "recourse_sim.outcome_models"  # see recourse_sim.plugins
 
 CV_FOLDS = 3  # CalibratedClassifierCV's folds: every class needs this many rows per model
-FORMAT = 4  # bump when the cached content changes meaning
+FORMAT = 5  # bump when the cached content changes meaning
 
 _MEMORY: dict[str, Oracle] = {}
 _MAX_MEMORY = 8
@@ -139,11 +144,11 @@ def fit_oracle(X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle:
         return _MEMORY[digest]
     folder = cache_dir()
     path = folder / "oracles" / f"{digest}.npz" if folder is not None else None
-    oracle = _load(path, len(y), X.shape[1]) if path is not None else None
+    oracle = _load(path, digest, X, y, spec) if path is not None else None
     if oracle is None:
         oracle = _fit(X, y, spec)
         if path is not None:
-            _store(path, oracle)
+            _store(path, oracle, digest)
     if len(_MEMORY) >= _MAX_MEMORY:
         _MEMORY.pop(next(iter(_MEMORY)))
     _MEMORY[digest] = oracle
@@ -187,42 +192,92 @@ def _stratified_halves(y: np.ndarray, seed: int) -> np.ndarray:
     return fold
 
 
-def _store(path: Path, oracle: Oracle) -> None:
-    """Write the oracle to the cache as plain arrays; a cache that cannot be written is
-    skipped."""
+def _arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of named arrays: every name, dtype, shape and the bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def _store(path: Path, oracle: Oracle, key: str) -> None:
+    """Write the oracle to the cache as plain arrays with the cache key they belong to
+    and a SHA-256 of them all; a cache that cannot be written is skipped."""
     arrays = {"fold": np.zeros(0, np.int64) if oracle.fold is None else oracle.fold}
     for i, model in enumerate(oracle.models):
         arrays.update(model.arrays(f"m{i}_"))
+    arrays.update(format=np.array(FORMAT), models=np.array(len(oracle.models)), key=np.array(key))
     buffer = io.BytesIO()
-    np.savez(buffer, format=np.array(FORMAT), models=np.array(len(oracle.models)), **arrays)
+    np.savez(buffer, sha256=np.array(_arrays_sha256(arrays)), **arrays)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, buffer.getvalue())
-    except OSError as e:
-        warnings.warn(f"oracle cache not written ({e.strerror}: {path})", stacklevel=3)
+    except (OSError, ConfigError) as e:  # (ConfigError: a link in the cache's place)
+        reason = getattr(e, "strerror", None) or e
+        warnings.warn(f"oracle cache not written ({reason}: {path})", stacklevel=3)
 
 
-def _load(path: Path, n_rows: int, d: int) -> Oracle | None:
-    """The cached oracle at `path` for `n_rows` rows of `d` features, or None if there is
-    none or it is not one of ours."""
+def _load(path: Path, key: str, X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle | None:
+    """The cached oracle at `path` for data (X, y) fitted under `spec`, or None if there
+    is none. A file that fails a check (damaged, edited, foreign or too large) is removed,
+    with a warning, so the oracle is refitted: a wrong oracle would silently change every
+    outcome of the world."""
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
-        fold = arrays["fold"]
-        n_models = int(arrays["models"])
-        if (
-            int(arrays["format"]) != FORMAT
-            or fold.dtype != np.int64
-            or fold.size not in (0, n_rows)
-            or n_models != (1 if fold.size == 0 else 2)
-            or ((fold < 0) | (fold >= n_models)).any()
-        ):
-            raise ValueError("wrong shape")
-        models = [CalibratedForest.from_arrays(arrays, f"m{i}_", d) for i in range(n_models)]
-    except Exception:  # damaged or foreign: refit and replace
+        oracle = _verified(path, key, X, y, spec)
+    except Exception as e:  # damaged or foreign: never used
+        warnings.warn(
+            f"oracle cache {path} failed its check ({str(e)[:120] or type(e).__name__}); "
+            "refitting the oracle",
+            stacklevel=3,
+        )
         with contextlib.suppress(OSError):
             path.unlink()
         return None
+    return oracle
+
+
+def _verified(path: Path, key: str, X: np.ndarray, y: np.ndarray, spec: OracleSpec) -> Oracle:
+    """The oracle stored at `path`; ValueError saying what is wrong unless the file holds
+    exactly what `_store` wrote for this key and every value is one a fitted oracle has."""
+    from recourse_sim.budget import memory_limit
+
+    size, allowed = path.stat().st_size, memory_limit() // 4
+    if size > allowed:  # loaded, it takes its size once more while checked
+        raise ValueError(f"{size:,} bytes, more than the {allowed:,} this run may use")
+    data = read_bounded(path, allowed, "oracle cache", DataError)
+    with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    stored_sha256 = str(arrays.pop("sha256", ""))
+    if stored_sha256 != _arrays_sha256(arrays):
+        raise ValueError("its SHA-256 digest does not match")
+    if int(arrays["format"]) != FORMAT or str(arrays["key"]) != key:
+        raise ValueError("written for other data or settings")
+    # the halves are a function of the labels and the seed: recompute them (a swapped
+    # fold array would score each row by the model that saw it)
+    fold = arrays["fold"]
+    expected = _stratified_halves(y, spec.seed) if spec.fit == "cross" else np.zeros(0, np.int64)
+    if fold.dtype != np.int64 or not np.array_equal(fold, expected):
+        raise ValueError("the fold of each row is not the one of these data")
+    n_models = int(arrays["models"])
+    if n_models != (2 if spec.fit == "cross" else 1):
+        raise ValueError("wrong number of models")
+    # a tree fit on n rows has at most 2n - 1 nodes (every leaf holds a row); its splits
+    # lie between values of the (float32) features it saw
+    seen = X.astype(np.float32).astype(np.float64)
+    models = [
+        CalibratedForest.from_arrays(
+            arrays,
+            f"m{i}_",
+            X.shape[1],
+            folds=CV_FOLDS,
+            trees=spec.trees,
+            max_tree_nodes=2 * len(y) - 1,
+            feature_range=(seen.min(0), seen.max(0)),
+        )
+        for i in range(n_models)
+    ]
     return Oracle(models, None if fold.size == 0 else fold)

@@ -96,7 +96,8 @@ def test_a_damaged_or_foreign_cache_file_is_refit_and_replaced(cache, monkeypatc
     fits = []
     real_fit = oracle_module._fit
     monkeypatch.setattr(oracle_module, "_fit", lambda *a: fits.append(1) or real_fit(*a))
-    fit_oracle(X, y, spec)
+    with pytest.warns(UserWarning, match="failed its check"):
+        fit_oracle(X, y, spec)
     assert fits == [1]
     oracle_module._MEMORY.clear()
     monkeypatch.setattr(oracle_module, "_fit", None)  # replaced by a good one: loads
