@@ -166,11 +166,16 @@ class _Table:
     leading contract columns, then every other key in the order first seen.
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str | None]] | None = None) -> None:
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str | None]] | None = None,
+        resumed_from: Path | None = None,
+    ) -> None:
         self.columns: list[tuple[str, str | None]] | None = (
             None if columns is None else [(str(n), k) for n, k in columns]
         )
         self.text: list[str] = []  # header (once the columns are known) and row lines
+        self.resumed_from = resumed_from  # the checkpoint the columns came from, if any
 
     @property
     def names(self) -> list[str]:
@@ -190,6 +195,8 @@ class _Table:
         names = self.names
         for row in rows:
             unknown = [k for k in row if k not in names]
+            if unknown and self.resumed_from is not None:
+                raise _columns_differ(self.resumed_from, "metrics", unknown[:5])
             if unknown:
                 raise RuntimeError(
                     f"env reported metrics {unknown} in round {row.get('round')!r} that the "
@@ -275,7 +282,13 @@ class _PeopleTable:
     (`recourse_sim.env.metrics.people_columns`) at the first round. Keeps the text only
     when it is to be returned as a DataFrame."""
 
-    def __init__(self, columns: Sequence[str] | None = None, keep: bool = False) -> None:
+    def __init__(
+        self,
+        columns: Sequence[str] | None = None,
+        keep: bool = False,
+        resumed_from: Path | None = None,
+    ) -> None:
+        self.resumed_from = resumed_from  # the checkpoint the columns came from, if any
         self.columns: list[str] | None = None if columns is None else [str(c) for c in columns]
         self.keep = keep
         self.text: list[str] = []
@@ -287,6 +300,8 @@ class _PeopleTable:
         if self.columns is None:
             self.columns = list(columns)
             writer.writerow(self.columns)
+        elif list(columns) != self.columns and self.resumed_from is not None:
+            raise _columns_differ(self.resumed_from, "people", list(columns)[:5])
         elif list(columns) != self.columns:
             raise RuntimeError(
                 f"env people columns {list(columns)} differ from the run's {self.columns}"
@@ -555,6 +570,46 @@ def _committed(out: Path, key: str, meta: Mapping[str, Any], checkpoint: Path) -
     return prefix
 
 
+_KINDS = (None, "bool", "int", "float", "str")
+
+
+def _recorded_columns(
+    checkpoint: Checkpoint, prefixes: Mapping[str, bytes]
+) -> tuple[list[tuple[str, str | None]] | None, list[str] | None]:
+    """The metrics and people columns `checkpoint` records: each a list of names (with a
+    kind, for metrics) that must be the header of the run file the checkpoint vouches
+    for (None before the first round); CheckpointError if not."""
+    meta = checkpoint.meta
+    columns, people_columns = meta.get("columns"), meta.get("people_columns")
+    if columns is not None and not (
+        isinstance(columns, list)
+        and all(
+            isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and c[1] in _KINDS
+            for c in columns
+        )
+    ):
+        raise CheckpointError(f"checkpoint {checkpoint.path} records malformed metrics columns")
+    if people_columns is not None and not (
+        isinstance(people_columns, list) and all(isinstance(c, str) for c in people_columns)
+    ):
+        raise CheckpointError(f"checkpoint {checkpoint.path} records malformed people columns")
+    names = None if columns is None else [name for name, _ in columns]
+    for key, recorded in (("metrics", names), ("people", people_columns)):
+        first = prefixes[key].split(b"\n", 1)[0].decode("utf-8", "replace")
+        header = next(csv.reader([first]), []) if prefixes[key] else None
+        if header != recorded:
+            raise _columns_differ(checkpoint.path, key, None)
+    return columns, people_columns
+
+
+def _columns_differ(checkpoint: Path, key: str, names: list[str] | None) -> CheckpointError:
+    detail = f" (the run reports {names})" if names else ""
+    return CheckpointError(
+        f"checkpoint {checkpoint} records {key} columns that are not those of "
+        f"{RUN_FILES[key]}{detail}; rerun without --resume"
+    )
+
+
 def _inspect(
     out: Path, resume: bool, identity: Mapping[str, Any], overwrite: bool
 ) -> Checkpoint | None:
@@ -758,9 +813,10 @@ def simulate(
         if checkpoint is not None:
             env.set_state(checkpoint.state)
             done = checkpoint.round
-            table = _Table(checkpoint.meta.get("columns"))
+            columns, people_columns = _recorded_columns(checkpoint, prefixes)
+            table = _Table(columns, resumed_from=checkpoint.path)
             table.text = prefixes["metrics"].decode("utf-8").splitlines(keepends=True)
-            crowd = _PeopleTable(checkpoint.meta.get("people_columns"), keep=people)
+            crowd = _PeopleTable(people_columns, keep=people, resumed_from=checkpoint.path)
             if people and prefixes["people"]:
                 crowd.text = [prefixes["people"].decode("utf-8")]
         if out_dir is not None:

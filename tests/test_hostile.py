@@ -678,3 +678,201 @@ def test_fuzzed_oracle_caches_are_used_unchanged_or_rebuilt(tmp_path, monkeypatc
                 assert len(caught) == 1 and "failed its check" in messages[0], messages
             cache.write_bytes(good)
         assert outcomes["rebuilt"] > 30
+
+
+# ------------------------------------------------------- inputs that were "unexpected"
+
+
+def _csv_scenario(tmp_path: Path, csv_name: str, text: str | bytes) -> Path:
+    """The tiny CSV world of `_csv_world`, reading `csv_name` (holding `text`)."""
+    path = _csv_world(tmp_path)
+    target = tmp_path / csv_name
+    target.write_bytes(text if isinstance(text, bytes) else text.encode())
+    path.write_text(path.read_text().replace("path: d.csv", f"path: {csv_name}"))
+    return path
+
+
+@pytest.mark.parametrize("command", ["validate", "sweep"])
+def test_an_override_through_a_number_names_it(tmp_path, capsys, command):
+    path = _gaussian(tmp_path)
+    if command == "validate":
+        argv = ["validate", str(path), "--set", "world.class_sizes.0.x=1"]
+    else:
+        argv = ["sweep", str(path), "--grid", "world.class_sizes.0.x=1,2", "--seeds", "0"]
+        argv += ["--out", str(tmp_path / "sw")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "world.class_sizes.0 is 20, not a mapping" in err, err
+
+
+def test_a_gzip_bomb_csv_is_refused_within_the_memory_budget(tmp_path, capsys, monkeypatch):
+    import gzip
+
+    from recourse_sim import budget
+
+    monkeypatch.setattr(budget, "memory_limit", lambda: 2**30)  # reads at most ~27 MB
+    bomb = gzip.compress(b"a,b,y\n" + b"1,0.5,1\n" * 4_000_000, compresslevel=1)
+    assert len(bomb) < 1_000_000  # 32 MB of text
+    path = _csv_scenario(tmp_path, "bomb.csv.gz", bomb)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "world.path" in err and "decompressed" in err, err
+    # a small compressed file is read as before
+    small = gzip.compress((tmp_path / "d.csv").read_bytes())
+    path = _csv_scenario(tmp_path, "small.csv.gz", small)
+    assert main(["validate", str(path), "-q"]) == 0
+
+
+def test_plot_of_a_device_is_one_line(capsys):
+    assert main(["plot", "/dev/zero"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "/dev/zero" in err and "not a regular file" in err
+
+
+@pytest.mark.parametrize(
+    "columns", ["x", [["round"]], [[1, 2]], [["round", "int"], ["group", "str"]], None, 5]
+)
+@pytest.mark.parametrize("key", ["columns", "people_columns"])
+def test_a_re_signed_checkpoint_with_other_columns_is_refused(tmp_path, capsys, key, columns):
+    path, out = _gaussian(tmp_path), tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--rounds", "1", "-q"]) == 0
+
+    def edit(arrays, record):
+        record["meta"][key] = columns
+
+    _edit_checkpoint(out, edit)
+    status = main(["run", str(path), "--out", str(out), "--rounds", "2", "--resume", "-q"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("error: checkpoint"), err
+    assert "columns" in err
+
+
+PEOPLE_SCENARIO = Path(__file__).parents[1] / "scenarios" / "recourse_over_time.yaml"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_pool_of_people_beyond_the_memory_budget_is_refused(tmp_path, capsys, command):
+    argv = [command, str(PEOPLE_SCENARIO), "--set", "world.people.newcomers=10000000"]
+    if command == "run":
+        argv += ["--out", str(tmp_path / "run"), "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "world.people.newcomers" in err and "lower it" in err
+
+
+@pytest.mark.parametrize("value", ["1.0e+30", "1000000000000"])
+def test_return_after_is_bounded(tmp_path, capsys, value):
+    text = PEOPLE_SCENARIO.read_text().replace(
+        "    newcomers: 10 ", f"    return_after: {value}\n    newcomers: 10 "
+    )
+    assert f"return_after: {value}" in text
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "world.people.return_after" in err
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """Outcome-model plugins that fail: a missing module, a module whose import raises,
+    a factory that raises."""
+    from importlib.metadata import EntryPoint
+
+    from recourse_sim.env import oracle as oracle_module
+
+    (tmp_path / "broken_plugin.py").write_text("raise ImportError('needs libfoo')\n")
+    (tmp_path / "raising_plugin.py").write_text(
+        "def factory(X, y):\n    raise RuntimeError('cannot fit')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    group = oracle_module.ENTRY_POINT_GROUP
+    points = [
+        EntryPoint("missing", "no_such_module_for_sure:factory", group),
+        EntryPoint("broken", "broken_plugin:factory", group),
+        EntryPoint("raising", "raising_plugin:factory", group),
+    ]
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points",
+        lambda group=None: [p for p in points if p.group == group],
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("missing", "no_such_module_for_sure:factory"),
+        ("broken", "broken_plugin:factory"),
+        ("raising", "raising_plugin:factory"),
+    ],
+)
+def test_a_failing_plugin_is_named_with_its_entry_point(tmp_path, capsys, plugins, name, where):
+    path = _csv_world(tmp_path)
+    argv = ["run", str(path), "--out", str(tmp_path / "run"), "-q"]
+    assert main([*argv, "--set", f"world.oracle.model={name}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "world.oracle.model" in err and repr(name) in err and where in err, err
+
+
+@pytest.mark.slow
+def test_num_envs_beyond_the_memory_budget_is_refused_not_a_crash():
+    script = textwrap.dedent(
+        """
+        import gymnasium as gym
+        import recourse_sim  # noqa: F401
+        from recourse_sim.errors import ConfigError
+
+        try:
+            gym.make_vec(
+                "recourse_sim/SchoolAssignment-v1",
+                num_envs=10_000,
+                vectorization_mode="vector_entry_point",
+            ).reset(seed=0)
+        except ConfigError as e:
+            print(e)
+        """
+    )
+    three_gb = 3 * 2**30
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (three_gb, three_gb)),
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("num_envs: ") and "lower it" in proc.stdout
+
+
+def test_a_csv_header_of_a_million_columns_is_refused_at_once(tmp_path, capsys):
+    header = ",".join(f"c{i}" for i in range(1_000_000)) + ",a,b,y\n"
+    path = _csv_scenario(tmp_path, "wide.csv", header + "0," * 1_000_000 + "1,2,1\n")
+    started = time.perf_counter()
+    assert main(["validate", str(path)]) == 2
+    assert time.perf_counter() - started < 10
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1,000,003 columns" in err
+
+
+@pytest.mark.parametrize("cell", ["1e308", "-1e308", "2e9"])
+def test_csv_cells_are_bounded_like_scenario_numbers(tmp_path, capsys, cell):
+    _csv_world(tmp_path)
+    rows = (tmp_path / "d.csv").read_text().splitlines()
+    a, _, y = rows[6].split(",")
+    rows[6] = f"{a},{cell},{y}"
+    path = _csv_scenario(tmp_path, "big.csv", "\n".join(rows) + "\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "column 'b'" in err and "outside ±1e+09" in err, err
+    assert "data row 6" in err
+
+
+def test_an_error_never_shows_a_foreign_files_contents(tmp_path, capsys):
+    secret = "root:$6$a-password-hash:20228:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n"
+    path = _csv_scenario(tmp_path, "shadow", secret)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is it a CSV file" in err
+    assert "password-hash" not in err and "20228" not in err and "daemon" not in err

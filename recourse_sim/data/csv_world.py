@@ -9,6 +9,7 @@ its people from; `read_csv_world` reads a CSV world's file. The scenario models
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import types
@@ -63,12 +64,15 @@ def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
 def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> TabularData:
     import pandas as pd
 
+    from recourse_sim.scenarios import MAX_MAGNITUDE
+
     spec = types.SimpleNamespace(**json.loads(spec_json))
+    text = _csv_text(path, source)
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        df = pd.read_csv(io.BytesIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{path}: cannot read CSV ({first})") from None
+        raise ConfigError(f"{path}: cannot read CSV ({first[:200]})") from None
 
     def fail(column: str, message: str) -> None:
         raise ConfigError(f"{path}: column {column!r}: {message}")
@@ -80,6 +84,10 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         columns = infer_columns(df, [spec.label, group_column], path)
     needed = [spec.label, *columns, *([group_column] if group_column else [])]
     for col in dict.fromkeys(needed):
+        if col not in df.columns and len(df.columns) == 1:
+            # one column: not a comma-separated file (nothing of it is shown: it may be
+            # any file, even a private one)
+            fail(col, "missing (the file's first line has no commas: is it a CSV file?)")
         if col not in df.columns:
             fail(col, f"missing (columns in the file: {_listed(map(str, df.columns))})")
     if len(df) == 0:
@@ -93,6 +101,9 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         if col in columns or (bins and col == group_column):
             values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
             found.append(("non-numeric", ~blank & ~np.isfinite(values)))
+            # bounded as a scenario's numbers are (larger ones overflow a round's sums)
+            outside = np.isfinite(values) & (np.abs(values) > MAX_MAGNITUDE)
+            found.append((f"outside ±{MAX_MAGNITUDE:g}", outside))
             kind = columns.get(col)
             if kind == "binary":
                 found.append(("not binary (0/1)", np.isfinite(values) & ~np.isin(values, (0, 1))))
@@ -187,6 +198,69 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
 
 
 BLANKS = ("", "NA", "NaN", "nan", "null", "None")  # cells that mean "no value"
+
+MAX_COLUMNS = 10_000  # columns a CSV world's header may have (a wider one is refused)
+
+# the first bytes of compressed files: such a file is read decompressed, within the
+# memory budget however far it would expand
+_COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bz2",
+    b"\xfd7zXZ\x00": "xz",
+    b"PK\x03\x04": "zip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+
+
+def _csv_text(path: str, source: str) -> bytes:
+    """The bytes of CSV file `path`, decompressed if it is compressed (gzip, bz2, xz or
+    a zip of one file); ConfigError naming the file if they would not fit the memory
+    budget once parsed, or the header is wider than `MAX_COLUMNS`."""
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    from recourse_sim.budget import _size, memory_limit
+
+    factor = 20  # a parsed table takes about this many times its text (as check_file)
+    limit = memory_limit() // 2 // factor
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read CSV ({e.strerror or e})") from None
+    kind = next((k for magic, k in _COMPRESSED.items() if data.startswith(magic)), None)
+    if kind == "zstd":
+        raise ConfigError(f"{path}: the file is compressed with zstd; decompress it first")
+    if kind is not None:
+        try:
+            if kind == "zip":
+                with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                    members = archive.namelist()
+                    if len(members) != 1:
+                        raise ConfigError(f"{path}: a zip file must hold one CSV file")
+                    with archive.open(members[0]) as member:
+                        data = member.read(limit + 1)
+            else:
+                opener = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}[kind]
+                with opener(io.BytesIO(data), "rb") as stream:
+                    data = stream.read(limit + 1)  # never more: a small file may expand a lot
+        except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile):
+            raise ConfigError(f"{path}: cannot read CSV (a damaged {kind} file)") from None
+    if len(data) > limit:
+        raise ConfigError(
+            f"{source}: world.path: {path} holds more than {_size(limit)} of text"
+            f"{' decompressed' if kind else ''}; reading it needs about {factor} times "
+            f"that while a run may use {_size(limit * factor)} here"
+        )
+    header = data.split(b"\n", 1)[0]
+    width = header.count(b",") + 1  # (at least the columns: a quoted comma counts too)
+    if width > MAX_COLUMNS:
+        raise ConfigError(
+            f"{path}: the header has {width:,} columns; a CSV world reads at most {MAX_COLUMNS:,}"
+        )
+    return data
 
 
 def infer_columns(df, exclude: list, path: str) -> dict[str, str]:

@@ -128,6 +128,7 @@ def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorEnv:
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
     probe = RecourseEnv(**kwargs)
+    _check_budget(num_envs, probe)
     reason = native_reason(probe)
     if reason is None:
         return BatchedRecourseEnv(num_envs, _first=probe, **kwargs)
@@ -140,6 +141,21 @@ def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorEnv:
     kwargs = {k: v for k, v in kwargs.items() if "__" not in k}  # already in the scenario
     envs = [lambda: probe] + [lambda: RecourseEnv(**kwargs) for _ in range(num_envs - 1)]
     return gym.vector.SyncVectorEnv(envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+
+
+def _check_budget(num_envs: int, probe: RecourseEnv) -> None:
+    """ConfigError if `num_envs` worlds like `probe` (each its cohort and history) will
+    not fit in this process's memory."""
+    from recourse_sim.budget import rows_over_budget
+    from recourse_sim.scenarios import cohort_size
+
+    world = probe.scenario.world
+    people = cohort_size(world)[0] + getattr(world, "history_size", 0)
+    problem = rows_over_budget(
+        num_envs * people, probe.n_features, f"people in {num_envs:,} worlds"
+    )
+    if problem:
+        raise ConfigError(f"num_envs: {problem}")
 
 
 class BatchedRecourseEnv(VectorEnv):

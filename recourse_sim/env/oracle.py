@@ -83,7 +83,14 @@ def _outcome_model(name: str) -> Callable[[np.ndarray, np.ndarray], Any]:
 
 def _named_oracle(name: str, X: np.ndarray, y: np.ndarray) -> Oracle:
     """The scenario's own outcome model, fit by its factory and checked on the data."""
-    model = _outcome_model(name)(X.copy(), y.copy())
+    from recourse_sim.plugins import plugin_error, qualified_name
+
+    factory = _outcome_model(name)
+    try:
+        model = factory(X.copy(), y.copy())
+    except Exception as e:  # a plugin's own failure, named
+        where = qualified_name(factory)
+        raise plugin_error(ENTRY_POINT_GROUP, name, where, "failed fitting", e) from None
     n_classes = int(y.max()) + 1
     try:
         p = np.asarray(model.predict_proba(X[:5]), np.float64)

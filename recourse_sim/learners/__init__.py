@@ -51,7 +51,14 @@ def make_learner(name: str, **params) -> Learner:
             f"unknown parameter(s) {', '.join(map(repr, unknown))} for learner {name!r}; "
             f"allowed: {', '.join(allowed)}"
         )
-    return cls(**params)
+    if cls.__module__.startswith("recourse_sim."):
+        return cls(**params)
+    try:  # an installed package's learner: its own failure, named
+        return cls(**params)
+    except Exception as e:
+        from recourse_sim.plugins import LEARNERS_GROUP, plugin_error, qualified_name
+
+        raise plugin_error(LEARNERS_GROUP, name, qualified_name(cls), "failed", e) from None
 
 
 __all__ = [

@@ -136,6 +136,10 @@ def _check_budgets(scenario: Scenario, d: int, fail) -> None:
     people = getattr(world, "people", None)
     if people is not None and people.initial is not None:
         counts.append(("world.people.initial", people.initial, "people"))
+    if people is not None:  # the pool, if nobody left: the first cohort and every arrival
+        stay = min(scenario.rounds, people.max_rounds or scenario.rounds)
+        pool = (people.initial or n) + people.newcomers * max(stay - 1, 0)
+        counts.append(("world.people.newcomers", pool, "people in the pool"))
     for field, n, what in counts:
         problem = rows_over_budget(n, d, what)
         if problem:

@@ -267,13 +267,14 @@ def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
     for i, part in enumerate(parts[:-1]):
         where = ".".join(parts[: i + 1])
         if isinstance(node, list):
-            node = node[_index(part, node, where)]
-            continue
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict | list):
-            raise ConfigError(f"{source}: override {key}: {where} is {child!r}, not a mapping")
+            child = node[_index(part, node, where)]
+        else:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+        if not isinstance(child, dict | list):
+            shown = repr(child) if len(repr(child)) <= 80 else type(child).__name__
+            raise ConfigError(f"{source}: override {key}: {where} is {shown}, not a mapping")
         node = child
     last = parts[-1]
     if isinstance(node, list):

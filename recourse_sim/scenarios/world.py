@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from recourse_sim.scenarios.base import (
+    MAX_MAGNITUDE,
     NonNegative,
     NonNegativeInt,
     Positive,
@@ -55,8 +56,9 @@ class PeopleSpec(_Model):
     initial: PositiveInt | None = None  # people applying in round 1 (people; None: cohort_size)
     newcomers: NonNegativeInt  # people arriving each round from round 2 on (people per round)
     # rounds after a favourable decision before a person applies again (None: they leave)
-    return_after: PositiveInt | None = None
-    max_rounds: PositiveInt | None = None  # rounds anyone stays after arriving (None: no cap)
+    return_after: Annotated[int, Field(ge=1, le=MAX_MAGNITUDE)] | None = None
+    # rounds anyone stays after arriving (None: no cap)
+    max_rounds: Annotated[int, Field(ge=1, le=MAX_MAGNITUDE)] | None = None
 
 
 class SchoolWorld(_Model):
