@@ -876,3 +876,24 @@ def test_an_error_never_shows_a_foreign_files_contents(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is it a CSV file" in err
     assert "password-hash" not in err and "20228" not in err and "daemon" not in err
+
+
+@pytest.mark.slow
+def test_a_failing_oracle_cache_is_one_warning_line_on_the_command_line(tmp_path):
+    path = _csv_world(tmp_path)
+    env = {**os.environ, "RECOURSE_SIM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+
+    def run(out: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "recourse_sim.cli", "run", str(path), "--out", out, "-q"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env)
+
+    assert run(str(tmp_path / "reference")).returncode == 0
+    (cache,) = (tmp_path / "cache" / "oracles").iterdir()
+    data = bytearray(cache.read_bytes())
+    data[len(data) // 2] ^= 1
+    cache.write_bytes(bytes(data))
+    proc = run(str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: oracle cache "), proc.stderr
+    assert lines[0].endswith("refitting the oracle")
