@@ -48,7 +48,7 @@ __all__ = [
     "open_file",
     "read_bounded",
     "refuse_link",
-    "remove_own_files",
+    "remove_checkpoint_files",
     "save_checkpoint",
 ]
 
@@ -138,7 +138,7 @@ def open_file(path: str | os.PathLike[str], flags: int, dir_fd: int | None = Non
     """``os.open(path, flags)`` refusing a symbolic link at `path` (ConfigError naming it);
     with `dir_fd`, `path` is a name inside that directory."""
     try:
-        return os.open(path, flags | _NOFOLLOW, 0o644, dir_fd=dir_fd)
+        return os.open(path, flags | _NOFOLLOW, 0o666, dir_fd=dir_fd)  # (as open(): umask)
     except OSError as e:
         if e.errno == errno.ELOOP or _is_link(path, dir_fd):
             raise _link_error(path) from None
@@ -362,24 +362,35 @@ def save_checkpoint(
 
     # Only now is the new .npz committed: older ones, and temporary files of a writer that
     # was killed mid-write, are garbage.
-    remove_own_files(directory, keep=npz_name)
+    remove_checkpoint_files(directory, keep=npz_name)
     return path
 
 
-_OWN_FILE = re.compile(r"state-\d+\.npz|\..*\.tmp")
+_STATE_FILE = re.compile(r"state-\d+\.npz|\..*\.tmp")
 
 
-def remove_own_files(directory: str | os.PathLike[str], keep: str | None = None) -> None:
-    """Delete the state files (``state-*.npz``) and leftover temporary files of checkpoint
-    directory `directory` except `keep`, listed and deleted inside the directory opened
-    without following a link (a link in its place is refused: ConfigError)."""
+def remove_checkpoint_files(
+    directory: str | os.PathLike[str], keep: str | None = None, record: bool = False
+) -> None:
+    """Delete checkpoint directory `directory`'s state files (``state-*.npz``) and
+    leftover temporary files except `keep`, and first, with `record`, its
+    ``checkpoint.json``; only these (the directory may hold a user's files), listed and
+    deleted inside the directory opened without following a link (a link in its place
+    is refused: ConfigError)."""
     dir_fd = open_dir(directory)
+
+    def remove(name: str) -> None:
+        target = name if dir_fd is not None else os.path.join(directory, name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target, dir_fd=dir_fd)
+
     try:
+        if record:  # first: a record must never outlive the state files it names
+            remove(CHECKPOINT_FILE)
         for name in os.listdir(directory if dir_fd is None else dir_fd):
-            if name != keep and _OWN_FILE.fullmatch(name):
-                target = name if dir_fd is not None else os.path.join(directory, name)
+            if name != keep and _STATE_FILE.fullmatch(name):
                 with contextlib.suppress(OSError):
-                    os.unlink(target, dir_fd=dir_fd)
+                    remove(name)
     finally:
         if dir_fd is not None:
             os.close(dir_fd)

@@ -216,8 +216,8 @@ def _draw(lines: dict, bands: dict | None, out, title: str | None, legend_title:
         fig.savefig(image, dpi=110, format=out.suffix[1:].lower() or None)
     except ValueError as e:  # an image format matplotlib does not know
         raise ConfigError(f"cannot write {out}: {e}") from e
-    try:
-        atomic_write_bytes(out, image.getvalue())
+    try:  # (the folder as the user named it, links resolved; a link at `out` is refused)
+        atomic_write_bytes(out.parent.resolve() / out.name, image.getvalue())
     except OSError as e:
         raise ConfigError(f"cannot write {out}: {e.strerror or e}") from e
     return out

@@ -61,7 +61,7 @@ from recourse_sim.checkpoint import (
     make_dir,
     open_file,
     refuse_link,
-    remove_own_files,
+    remove_checkpoint_files,
     save_checkpoint,
 )
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -704,10 +704,8 @@ def _start_fresh(out: Path) -> None:
     the new run files if we are killed half-way)."""
     checkpoint = out / CHECKPOINT_DIR
     refuse_link(checkpoint)
-    (checkpoint / CHECKPOINT_FILE).unlink(missing_ok=True)
     if checkpoint.is_dir():
-        # Only our own files: `out` may be a directory the user keeps other things in.
-        remove_own_files(checkpoint)
+        remove_checkpoint_files(checkpoint, record=True)
     (out / SUMMARY_FILE).unlink(missing_ok=True)
     for name in RUN_FILES.values():
         (out / name).unlink(missing_ok=True)

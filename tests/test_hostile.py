@@ -403,7 +403,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("planted", ["lock", "checkpoint_dir", "plot", "resume_people", "cell"])
+@pytest.mark.parametrize(
+    "planted", ["lock", "out_dir", "checkpoint_dir", "plot", "resume_people", "cell"]
+)
 def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, capsys, planted):
     path, out = _gaussian(tmp_path), tmp_path / "o"
     victims = tmp_path / "victims"
@@ -413,6 +415,9 @@ def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, caps
         out.mkdir()
         (out / ".lock").symlink_to(victims / "secret.txt")
         argv, named = ["run", str(path), "--out", str(out)], ".lock"
+    elif planted == "out_dir":
+        out.symlink_to(victims, target_is_directory=True)
+        argv, named = ["run", str(path), "--out", str(out)], str(out)
     elif planted == "checkpoint_dir":
         for name in ("state-000001.npz", ".x.tmp", "checkpoint.json"):
             (victims / name).write_text(f"keep {name}\n")
@@ -445,6 +450,21 @@ def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, caps
     assert err.count("\n") == 1 and err.startswith("error: "), err
     assert named in err and "symbolic link" in err
     assert _snapshot(victims) == before
+
+
+def test_a_lock_file_opened_before_its_run_ended_is_not_taken_for_the_lock(tmp_path):
+    from recourse_sim.simulate import _claim, _is_lock_file, _release
+
+    out = tmp_path / "run"
+    lock = _claim(out)
+    stale = os.open(out / ".lock", os.O_RDWR)  # another process opened it meanwhile
+    _release(out, lock)
+    assert not (out / ".lock").exists()
+    assert not _is_lock_file(out, stale)  # so _claim would not stop at it
+    fresh = _claim(out)
+    assert _is_lock_file(out, fresh)
+    os.close(stale)
+    _release(out, fresh)
 
 
 def test_the_lock_file_is_removed_when_a_run_ends(tmp_path):
