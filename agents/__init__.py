@@ -31,6 +31,7 @@ from recourse_sim.agents.social import (
 from recourse_sim.agents.strategies import (
     OAR_ACTION,
     REGISTRY,
+    BestResponse,
     CollectiveOAR,
     Controlled,
     GenreRecourse,
@@ -49,6 +50,7 @@ __all__ = [
     "OAR_ACTION",
     "REGISTRY",
     "AnalyticPolicy",
+    "BestResponse",
     "CollectiveBlackbox",
     "CollectiveOAR",
     "CollectiveSignal",

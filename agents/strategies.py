@@ -1,8 +1,10 @@
 """Population strategies: what the people of one population do in a round.
 
 Each strategy is a class registered by name (the ``strategy`` of a scenario's
-population) with a vectorised ``act``. Strategies act at one of two moments of a round:
+population) with a vectorised ``act``. Strategies act at one of three moments of a round:
 
+* ``"respond"`` — before the decision, on the reports people apply with: every member
+  responds to the deployed model (``best_response``, performative prediction);
 * ``"decision"`` — after the decision, on their own reported features, to change
   their own decision (individual recourse, OAR Eq. 2);
 * ``"training"`` — after the outcomes, on the reports that will train the next model,
@@ -30,6 +32,7 @@ from recourse_sim.scenarios import STRATEGIES
 __all__ = [
     "OAR_ACTION",
     "REGISTRY",
+    "BestResponse",
     "CollectiveOAR",
     "Controlled",
     "GenreRecourse",
@@ -576,8 +579,78 @@ def _unit(a: float) -> float:
     return (float(a) + 1.0) / 2.0
 
 
+class BestResponse(Strategy):
+    """Every member responds to the deployed model each round (performative prediction,
+    strategic classification): the change δ of their report maximises
+
+        u(δ) = m(x + δ) − ‖w ⊙ δ‖²_p / (2ε)
+
+    with m the model's log-odds of the favourable class, w and p the action set's cost
+    weights and norm and ε the population's ``epsilon`` (the response's strength). For a
+    model whose log-odds are linear in x, m(x) = g·x + b, the maximiser is closed-form:
+    with h = g / w, δ = ε h / w (p = 2: x + ε·g for unit weights, Perdomo et al.'s
+    x_S − ε·θ_S with θ the weights of the *unfavourable* class's log-odds); p = 1: ε‖h‖_∞
+    on the feature of largest |h_j| (the first of ties); p = ∞: ε‖h‖_1 sign(h_j) / w_j on
+    every feature. Immutable features and changes against a monotone direction get h_j =
+    0 (exact: moving them never helps); value bounds and ``max_change`` then clip δ
+    (exact for p = 2, where u is separable; a clip of the unbounded optimum for p = 1, ∞).
+    The action set's budget is not used.
+
+    `act` returns δ from the base the environment passes: the person's own features
+    (``memory: false``) or last round's report (``memory: true``).
+    """
+
+    name = "best_response"
+    stage = "respond"
+
+    def __init__(self, population: str, spec, action_set: ActionSet):
+        super().__init__(population, spec, action_set)
+        a = action_set
+        unpriced = a.actionable & (a.weights_ == 0)
+        if unpriced.any():
+            j = int(np.argmax(unpriced))
+            raise ConfigError(
+                f"populations.{population}: best_response needs a positive cost weight for "
+                f"every feature it may change; {a.feature_names[j]!r} has weight 0 "
+                "(its response would be unbounded)"
+            )
+
+    def act(self, learner: Learner, X: np.ndarray, members: np.ndarray, goal: int) -> np.ndarray:
+        """The responses δ (n, d) of the rows X (the bases); zero for non-members."""
+        delta = np.zeros_like(X)
+        if not members.any() or self.spec.epsilon == 0:
+            return delta
+        rows = np.flatnonzero(members)
+        g = learner.goal_margin_coef(learner.state_, np.full(1, goal))
+        if g is None:
+            raise ConfigError(
+                f"populations.{self.population}: best_response needs a model whose log-odds "
+                f"are linear in the features (binary logistic regression), not {learner!r}"
+            )
+        a = self.action_set
+        lo, hi = a.box(X[rows])
+        # h_j = 0 where moving never helps: immutable, or the gain lies against the
+        # monotone direction
+        g = np.where(a.actionable & ~(a.increase_mask & (g[0] < 0)), g[0], 0.0)
+        g = np.where(a.decrease_mask & (g > 0), 0.0, g)
+        w = np.where(a.actionable, a.weights_, 1.0)
+        h = g / w
+        eps = float(self.spec.epsilon)
+        if a.p == 2:
+            u = eps * h
+        elif a.p == 1:
+            u = np.zeros_like(h)
+            j = int(np.argmax(np.abs(h)))
+            u[j] = eps * h[j]
+        else:
+            u = eps * np.abs(h).sum() * np.sign(h)
+        delta[rows] = np.clip(u / w, lo, hi)
+        return delta
+
+
 REGISTRY: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Truthful, Individual, CollectiveOAR, Controlled, GenreRecourse)
+    cls.name: cls
+    for cls in (Truthful, Individual, CollectiveOAR, Controlled, GenreRecourse, BestResponse)
 }
 """Strategy classes by name (the collectives of `recourse_sim.agents.blackbox` and
 `recourse_sim.agents.signal` add themselves with `register`)."""

@@ -28,7 +28,13 @@ CONTRACT = {
     "oar_digits",
 }
 # bundled beyond the contract names, held to the same standard
-EXTRA = {"lending_german_pare", "lending_german_genre", "recourse_over_time", "csv_example"}
+EXTRA = {
+    "lending_german_pare",
+    "lending_german_genre",
+    "recourse_over_time",
+    "csv_example",
+    "performative_credit",
+}
 
 
 def _write(tmp_path: Path, data: dict | str, name: str = "s.yaml") -> Path:

@@ -80,6 +80,17 @@ The ``all`` row adds:
 - ``dissimilarity_index``: two groups: ½ Σ over the two decisions of |share of group 1 −
   share of group 2| (school: segregation across H1/H2); else 0
 - ``model_shift``: ‖θₜ − θ₀‖ of the model that decided this round
+- ``theta_step``: ‖θ₊ − θ‖, how far this round's update moved the parameters
+  (`Learner.params`, flattened) from the model that decided the round (0 under
+  ``frozen``); performative stability is ``theta_step`` = 0
+- ``performative_risk``: the loss of the model that decided this round on the
+  distribution it induced: mean cross-entropy −log p(y | x) over this round's applicants,
+  at their final reports and true outcomes (Perdomo et al.'s PR(θₜ), without the L2 term)
+- ``loss_before_refit``: mean cross-entropy of the model that decided this round on the
+  rows the update trains on (the reports and recorded labels; equal to
+  ``performative_risk`` when labels are not selective and nobody perturbs training
+  rows); empty when there are none
+- ``loss_after_refit``: the same rows' mean cross-entropy under the updated model
 - ``collective_participants``: people who perturbed training reports in a collective
 - ``collective_mean_cost``: their mean cost (cost units; 0 if none)
 - ``query_success_next``: share of this round's query group the updated model gives its
@@ -182,6 +193,9 @@ class RoundRecord:
     # decision-rule statistics for the "all" row (pare: decision_threshold, pare_upper,
     # has_recourse_rate); empty for the other rules
     decision_stats: dict[str, float] = field(default_factory=dict)
+    # the model's statistics for the "all" row: theta_step, performative_risk,
+    # loss_before_refit, loss_after_refit (None: an empty cell)
+    model_stats: dict[str, float | None] = field(default_factory=dict)
     class_correct: np.ndarray | None = None  # bool, multiclass worlds: argmax == true class
     person: np.ndarray | None = None  # int64 ids (None: 0..n-1)
     arrived: np.ndarray | None = None  # int64 round of arrival (None: this round)
@@ -244,6 +258,8 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         everyone[key] = float(overall)
     for key, value in r.decision_stats.items():
         everyone[key] = float(value)
+    for key, value in r.model_stats.items():
+        everyone[key] = None if value is None else float(value)
     return rows
 
 

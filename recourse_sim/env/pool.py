@@ -13,7 +13,9 @@ attempts. The rules (`PoolRules`) come from the world:
   stay with what their recourse left them, ``newcomers`` arrive each round and anyone
   ``max_rounds`` rounds after arrival leaves;
 * FICO lending: its applicants all stay and apply every round; each loan is a new
-  event, so their outcome noise is drawn afresh every round.
+  event, so their outcome noise is drawn afresh every round;
+* a CSV world with ``population: file``: the file's rows are the people, all of whom
+  stay and apply every round (favoured or not), with the outcome noise of arrival.
 
 The pool is kept in id order; a round's applicants are the people not away, in that
 order. All draws go to the world's stream: after each round, fresh outcome noise
@@ -49,6 +51,8 @@ def pool_rules(world: World) -> PoolRules:
     """The rules of `world`: its spec's ``people`` block, or its own default."""
     if world.persistent_applicants:
         return PoolRules(world.cohort_size, 0, True, 1, None, True)
+    if world.fixed_population:  # everyone applies every round, favoured or not
+        return PoolRules(world.cohort_size, 0, True, 1, None, False)
     people = getattr(world.spec, "people", None)
     if people is None:
         n = world.cohort_size

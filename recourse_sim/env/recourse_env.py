@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,7 +291,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self.action_set, self.causal = _base_action_set(scenario, self.world)
         self.strategies: list[Strategy] = []
         for pname, pop in scenario.populations.items():
-            aset = _population_action_set(self.action_set, pop, names, f"populations.{pname}")
+            # a best response is bounded only where the scenario says so, not by the
+            # world's own ranges (a tabular world's data min and max)
+            base = (
+                _scenario_bounds(self.action_set, scenario.features)
+                if (pop.strategy == "best_response")
+                else self.action_set
+            )
+            aset = _population_action_set(base, pop, names, f"populations.{pname}")
             self.strategies.append(make_strategy(pname, pop, aset))
             _warn_if_powerless(scenario, pname, pop, aset)
         controlled = [s for s in self.strategies if s.name == "controlled"]
@@ -467,6 +475,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 probe.fit(X, y)
             except ConfigError as exc:
                 raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
+        goal = np.array([self.favourable])
+        for s in self.strategies:
+            if s.name == "best_response" and probe.goal_margin_coef(probe.state_, goal) is None:
+                raise ConfigError(
+                    f"{self.scenario.source}: populations.{s.population}.strategy: "
+                    "best_response needs a model whose log-odds are linear in the features "
+                    f"(two classes, logistic_regression); learner {self.scenario.learner.type!r}"
+                    f" with {k} classes is not"
+                )
         return len(probe.param_vector())
 
     # -- gymnasium API ---------------------------------------------------------------------
@@ -509,9 +526,15 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._history = []
         return self._observation(), {"round": 0, "scenario": self.scenario.name}
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: np.ndarray | None
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """One round. `action` drives the controlled population; a scenario without one
+        ignores it and also takes ``None``."""
         if self._cohort is None or self._round >= self.scenario.rounds or self._pool.empty:
             raise ResetNeeded("call reset() before step() (and after the episode ends)")
+        if action is None and self._controlled is None:
+            return self._play_round({}, None)
         return self._play_round({}, checked_action(action, self.action_space.shape))
 
     def _play_round(
@@ -521,6 +544,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         learner, c = self.learner, self._cohort
         assert c is not None
         fav_class = self.favourable
+
+        # best responses to the deployed model: the reports people apply with
+        c = self._respond(c)
 
         # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
@@ -596,10 +622,20 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         pare_now = dict(self._pare)
         if pare_now:
             pare_now["has_recourse_rate"] = self._has_recourse_rate(c.report)
+        theta_before = learner.param_vector()
+        loss_before = _log_loss(learner, X_train, y_train)
         if len(X_train) and self._defense.active:
             self._defense.update(learner, X_train, y_train, start=update_start)
         elif len(X_train):
             learner.update(X_train, y_train, start=update_start)
+        model_stats = {
+            "theta_step": float(np.linalg.norm(learner.param_vector() - theta_before)),
+            # the deployed model's loss on the distribution it induced: this round's
+            # people, as they reported, with their true outcomes
+            "performative_risk": _log_loss_of(proba, y),
+            "loss_before_refit": loss_before,
+            "loss_after_refit": _log_loss(learner, X_train, y_train),
+        }
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
         after, failed = self._carry_on(c, moves, y, favourable)
@@ -641,6 +677,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             reward=reward,
             group_stats=self.world.group_stats(self._pool.people),
             decision_stats=pare_now,
+            model_stats=model_stats,
             person=c.person,
             arrived=c.arrived,
             waited=self._round + 1 - c.since,
@@ -803,6 +840,25 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if cut is not None:
             return tie_key(proba[:, self.favourable]) >= tie_key(np.array(cut))
         return self._decide(proba, people["group"])
+
+    def _respond(self, c: Cohort) -> Cohort:
+        """The cohort applying with the best responses of the ``respond``-stage
+        populations' members (eligible by group and true outcome, each with probability
+        α) to the deployed model, from their own features (``memory: false``) or the
+        reports they come with (``memory: true``); `c` itself when there are none."""
+        responders = [s for s in self.strategies if s.stage == "respond"]
+        if not responders:
+            return c
+        report = c.report.copy()
+        done = np.zeros(len(c.group), bool)
+        for s in responders:
+            eligible = s.select(c.group, c.y0, self.group_labels) & ~done
+            members = s.participants(eligible, self._stream_of(s))
+            base = c.report if s.spec.memory else c.X
+            delta = s.act(self.learner, base, members, self.favourable)
+            report[members] = base[members] + delta[members]
+            done |= members
+        return dataclasses.replace(c, report=report)
 
     def _play_round_zero(self) -> None:
         """Round 0, before round 1 of a world whose seekers apply again next round (as
@@ -1432,6 +1488,31 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
     except ConfigError as exc:
         raise ConfigError(f"{scenario.source}: features: {exc}") from None
     return aset, ~proxy
+
+
+def _scenario_bounds(base: ActionSet, rules) -> ActionSet:
+    """`base` with value bounds only where the scenario's ``features.lower``/``upper``
+    set them (no world defaults)."""
+    names = base.feature_names
+    lower, upper = np.full(base.n_features, -np.inf), np.full(base.n_features, np.inf)
+    for target, given in ((lower, rules.lower), (upper, rules.upper)):
+        for name, value in given.items():
+            target[names.index(name)] = value
+    return base.replace(lower=lower, upper=upper)
+
+
+def _log_loss_of(proba: np.ndarray, y: np.ndarray) -> float | None:
+    """Mean cross-entropy −log p(y | x) of class probabilities `proba` (n, k) at labels
+    y (probabilities clamped at 1e-300); None for no rows."""
+    if not len(y):
+        return None
+    p = proba[np.arange(len(y)), y]
+    return float(-np.log(np.maximum(p, 1e-300)).mean())
+
+
+def _log_loss(learner: Learner, X: np.ndarray, y: np.ndarray) -> float | None:
+    """`_log_loss_of` the learner's probabilities on rows X."""
+    return _log_loss_of(learner.predict_proba(X), y) if len(y) else None
 
 
 def _population_action_set(base: ActionSet, pop, names: tuple[str, ...], where: str) -> ActionSet:

@@ -20,7 +20,8 @@ does not depend on anything but n), ending with one ``rng.random((2, n))`` for
 
 * school: `recourse_sim.data.school.draw_school` (``random(n)``, ``standard_normal(n)``,
   ``standard_normal((n, 3))``, ``poisson(rates)``, ``random(n)``, ``standard_normal(n)``);
-* dataset / CSV: ``integers(rows, size=n)``;
+* dataset / CSV: ``integers(rows, size=n)`` (``population: file``: none, the rows in
+  order);
 * Gaussian: ``standard_normal((n, d))`` (classes in a fixed order, then the query group);
 * FICO: ``choice(groups, size=n, p=shares)`` and one inverse-CDF draw per group.
 """
@@ -150,6 +151,8 @@ class World(ABC):
     cohort_size: int  # people in a fresh cohort (and the first round's, by default)
     # every applicant stays and applies every round, each outcome a new event (FICO)
     persistent_applicants: bool = False
+    # the same people (a CSV file's rows) apply every round, outcomes as drawn on arrival
+    fixed_population: bool = False
 
     def reset(self, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
         """Start an episode (state of the world beyond its people)."""
@@ -390,7 +393,9 @@ def _sd(X: np.ndarray) -> np.ndarray:
 
 
 class Tabular(World):
-    """Rows of a dataset or CSV file, drawn with replacement each round.
+    """Rows of a dataset or CSV file, drawn with replacement each round; with a CSV
+    world's ``population: file``, the file's rows themselves, in file order, are the
+    history and the people, who all stay and apply every round (`fixed_population`).
 
     True outcomes are the row's recorded label (``outcome: label``; feature changes do
     not move it) or drawn from a calibrated random-forest oracle at the true features
@@ -404,7 +409,9 @@ class Tabular(World):
         else:
             self.data = read_csv_world(spec, source)
         data = self.data
-        self.cohort_size = spec.cohort_size
+        # the file is the population: every row, every round, no resampling
+        self.fixed_population = getattr(spec, "population", "sample") == "file"
+        self.cohort_size = len(data.y) if self.fixed_population else spec.cohort_size
         self.n_classes, self.favourable = data.n_classes, data.favourable
         self.group_labels = data.group_labels
         self.features = FeatureDefaults(
@@ -429,14 +436,22 @@ class Tabular(World):
         """Standard deviations over every row of the data (see `World.feature_sd`)."""
         return _sd(self.data.X)
 
+    def _rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The source rows of n people: the file's rows in order (a fixed population;
+        n > rows wraps around), else n drawn with replacement."""
+        if self.fixed_population:
+            return np.arange(n, dtype=np.int64) % len(self.data.y)
+        return rng.integers(len(self.data.y), size=n)
+
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        rows = rng.integers(len(self.data.y), size=self.spec.history_size)
+        size = len(self.data.y) if self.fixed_population else self.spec.history_size
+        rows = self._rows(size, rng)
         u = rng.random(len(rows))
         X = self.data.X[rows].copy()
         return X, self._outcomes(rows, X, u)
 
     def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
-        rows = rng.integers(len(self.data.y), size=n)
+        rows = self._rows(n, rng)
         u, v = rng.random((2, n))
         X = self.data.X[rows].copy()
         return Cohort(

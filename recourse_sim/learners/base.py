@@ -309,6 +309,15 @@ class Learner(ABC):
         self._check_fitted()
         return {k: v.clone() for k, v in self.state_.items()}
 
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """The model's parameters θ by name, in `param_keys` order, as numpy copies
+        (logistic regression: ``coef`` (m, d) and ``intercept`` (m,), m = 1 for two
+        classes; in the units the learner learns in, per standard deviation under
+        ``standardize``); no remembered rows. Changing them changes nothing."""
+        self._check_fitted()
+        return {k: self.state_[k].numpy().copy() for k in self.param_keys}
+
     def param_vector(self) -> np.ndarray:
         """The model parameters (no memory) flattened in `param_keys` order, e.g. for an
         observation vector."""

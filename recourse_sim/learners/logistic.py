@@ -516,7 +516,11 @@ class LogisticRegression(Learner):
                 # Backtracking keeps far-from-optimum starts (cold fits) monotone.
                 f = self._risk_np(theta, Z, Y, weight) if f is None else f
                 decrease = float(g @ step.reshape(-1))
-                while t > _MIN_STEP:
+                # halving goes on while the trial move is above tolerance: from a start
+                # where every probability saturates (a warm start far from the new
+                # rows' optimum), the Hessian is nearly singular and the full step is
+                # enormous, so t must get far below _MIN_STEP before a trial is sane
+                while t > _MIN_STEP or t * step_size > self.tol * scale:
                     trial = theta - t * step
                     trial_logits = Z @ trial.T
                     f_new, P_new = self._risk_np(trial, Z, Y, weight, trial_logits, with_proba=True)

@@ -20,8 +20,9 @@ A scenario declares:
 ``labels``       which outcomes the learner observes (selective labels);
 ``query``        the group the collectives act for;
 ``populations``  who acts and how: ``truthful``, ``individual``, ``genre`` (rejected
-                 people follow a GenRe sample), ``collective_oar`` or ``controlled``
-                 (driven by the environment's action);
+                 people follow a GenRe sample), ``collective_oar``, ``controlled``
+                 (driven by the environment's action) or ``best_response`` (everyone
+                 responds to the deployed model, as in performative prediction);
 ``reward``       the weight of cost in the environment's reward;
 ``rounds``       the default number of rounds;
 ``multi_agent``  several ``controlled`` populations, each its own agent (only in the
@@ -81,6 +82,7 @@ from recourse_sim.scenarios.loading import (
 )
 from recourse_sim.scenarios.populations import (
     STRATEGIES,
+    BestResponsePopulation,
     CollectiveBlackboxPopulation,
     CollectiveOarPopulation,
     CollectiveSignalPopulation,
@@ -126,6 +128,7 @@ __all__ = [
     "MAX_YAML_ALIASES",
     "MAX_YAML_DEPTH",
     "STRATEGIES",
+    "BestResponsePopulation",
     "CollectiveBlackboxPopulation",
     "CollectiveOarPopulation",
     "CollectiveSignalPopulation",

@@ -211,7 +211,11 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
                 f"feature {sorted(both)[0]!r} is both increase_only and decrease_only",
             )
 
-    persistent = isinstance(world, FicoWorld) or world.people is not None
+    persistent = (
+        isinstance(world, FicoWorld)
+        or world.people is not None
+        or getattr(world, "population", "sample") == "file"
+    )
     for pname, pop in scenario.populations.items():
         if getattr(pop, "reapply", None) == "next_round" and not persistent:
             fail(
@@ -289,6 +293,19 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         fail("learner", str(exc))
     except TypeError as exc:
         fail("learner.params", f"{exc} (got {spec.params!r})")
+    from recourse_sim.learners.base import Learner
+
+    k = _n_classes(world)
+    for pname, pop in scenario.populations.items():
+        # the response is closed-form for log-odds linear in x (a learner that says so)
+        linear = learner_class(spec.type).goal_margin_coef is not Learner.goal_margin_coef
+        if pop.strategy == "best_response" and (not linear or k != 2):
+            fail(
+                f"populations.{pname}.strategy",
+                "best_response needs a model whose log-odds are linear in the features "
+                f"(two classes, logistic_regression); learner {spec.type!r} with {k} classes "
+                "is not",
+            )
     for pname, pop in scenario.populations.items():
         if pop.strategy != "collective_blackbox" or not pop.assumed_params:
             continue

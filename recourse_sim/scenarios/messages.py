@@ -25,6 +25,15 @@ def _format_error(exc: ValidationError, data: dict, source: str) -> str:
         f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
     )
     kind = err["type"]
+    if kind == "extra_forbidden" and tuple(err["loc"][:1]) + tuple(err["loc"][-1:]) == (
+        "world",
+        "population",
+    ):
+        world_kind = data.get("world", {}).get("kind") if isinstance(data, dict) else None
+        return (
+            f"{source}: {dotted}: only a CSV world (kind: csv) takes population "
+            f"(this world is kind {world_kind!r}){more}"
+        )
     if kind == "extra_forbidden":
         valid = _valid_keys(err["loc"][:-1])
         close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)

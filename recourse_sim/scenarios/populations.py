@@ -31,6 +31,7 @@ STRATEGIES: tuple[str, ...] = (
     "collective_oar",
     "controlled",
     "genre",
+    "best_response",
     "collective_blackbox",
     "collective_signal",
 )
@@ -260,6 +261,22 @@ class CollectiveSignalPopulation(_Collective):
         return v
 
 
+class BestResponsePopulation(_Population):
+    """Every member responds each round to the deployed model, as in performative
+    prediction and strategic classification: their report maximises the model's log-odds
+    of the favourable class minus the cost ‖w ⊙ δ‖²/(2ε) (the scenario's cost weights w
+    and norm p; ``epsilon`` is the strength of the response, not a budget). For a linear
+    model with unit weights and p = 2 that is x_S + ε·θ_S (θ: the favourable log-odds'
+    weights; the population moves towards the favourable class). Only the bounds the
+    scenario sets (features.lower, upper, max_change, monotone and immutable features)
+    constrain the response; it changes reports, not true features."""
+
+    strategy: Literal["best_response"]
+    # respond from last round's report (true: responses accumulate) or from the person's
+    # own features (false: each round's response replaces the last)
+    memory: bool = False
+
+
 _OAR_DEFAULTS = {"horizon": 1, "steps": 10, "solver": "pgd"}
 
 
@@ -296,6 +313,7 @@ Population = Annotated[
         GenrePopulation,
         CollectiveBlackboxPopulation,
         CollectiveSignalPopulation,
+        BestResponsePopulation,
     ],
     Field(discriminator="strategy"),
 ]

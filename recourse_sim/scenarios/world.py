@@ -195,6 +195,10 @@ class CsvWorld(_Model):
     outcome: Literal["oracle", "label"] = "oracle"
     oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
     people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
+    # sample: rows drawn with replacement (history and each cohort); file: the file's rows
+    # are the people, every round, without resampling (the first model is fit on the file;
+    # cohort_size and history_size are then unused)
+    population: Literal["sample", "file"] = "sample"
 
     @field_validator("columns")
     @classmethod
@@ -212,6 +216,11 @@ class CsvWorld(_Model):
             )
         if self.clip_quantiles is not None and not self.clip_quantiles[0] < self.clip_quantiles[1]:
             raise ValueError("clip_quantiles: the lower quantile must be below the upper")
+        if self.population == "file" and self.people is not None:
+            raise ValueError(
+                "population: 'file' keeps every row of the file every round; it takes no "
+                "people block (drop world.people)"
+            )
         return self
 
 
