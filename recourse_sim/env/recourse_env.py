@@ -85,14 +85,16 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
        quantile). A world without ``people`` draws a fresh cohort; FICO's applicants
        all stay. Each person has a stable id.
     2. **Decision** — the learner decides on the reports people apply with (a
-       newcomer's are honest). ``capacity`` gives the ``places`` (or the share
-       ``capacity``) highest scores a place, ties (scores within 1e-9) to the earlier
-       arrival or, with ``ties: random``, by a lottery number per person and round.
-       Under ``decision.rule: pare`` the threshold is min(decision.threshold, τ̂), τ̂
-       Ross et al.'s PARE bound recomputed for the current model each round on a
-       calibration sample of honest reports (never outcomes); a learner with
-       ``recourse_loss_weight`` λ > 0 is fit and updated with their recourse loss over
-       the scenario's actionable set.
+       newcomer's are honest; members of ``best_response`` populations first respond
+       to the deployed model, from their own features or, with ``memory: true``, from
+       the report they come with: performative prediction). ``capacity`` gives the
+       ``places`` (or the share ``capacity``) highest scores a place, ties (scores
+       within 1e-9) to the earlier arrival or, with ``ties: random``, by a lottery
+       number per person and round. Under ``decision.rule: pare`` the threshold is
+       min(decision.threshold, τ̂), τ̂ Ross et al.'s PARE bound recomputed for the
+       current model each round on a calibration sample of honest reports (never
+       outcomes); a learner with ``recourse_loss_weight`` λ > 0 is fit and updated
+       with their recourse loss over the scenario's actionable set.
     3. **Individual recourse** — rejected members of ``individual`` and ``genre``
        populations move their own reports within their action set (PGD, Wachter or
        linear; or the best of a few GenRe samples; ``min_cost`` aims ``margin`` above
@@ -123,7 +125,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     c reports ``x + project(ε · action[c] / w)`` with w the features' cost weights, so
     ±1 on one feature spends the whole budget ε on it (see `agents.Controlled`).
     Ignored when the scenario has no ``controlled`` population (the space is then k ×
-    the scenario's actionable features).
+    the scenario's actionable features), where ``step(None)`` is accepted too.
 
     With the population's ``action: oar`` (the ``-v2`` IDs): ``Box(-1, 1, shape=(4,),
     float32)``, OAR's own settings for the round — ``act`` (≥ 0: the collective acts),
