@@ -326,3 +326,13 @@ def test_bounds_clip_the_response_only_where_the_scenario_sets_them():
     (s,) = env.strategies
     j = env.world.features.names.index("duration")
     assert s.action_set.upper_[j] == 2.0 and np.isinf(np.delete(s.action_set.upper_, j)).all()
+
+
+@pytest.mark.slow  # loads the analysis script (matplotlib, scipy)
+def test_analysis_tells_how_a_run_ends(analysis_script):
+    ending = analysis_script("performative").ending
+    steps = np.linspace(1.0, 0.1, 25)
+    assert ending(np.full(25, 0.3), steps) == "fixed point"
+    assert ending(np.tile([0.0, 0.43], 13)[:25], steps) == "cycle of period 2"
+    assert ending(np.cumsum(steps), steps) == "converging"
+    assert ending(np.cumsum(steps[::-1]), steps[::-1]) == "diverging"
