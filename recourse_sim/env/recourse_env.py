@@ -295,11 +295,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         for pname, pop in scenario.populations.items():
             # a best response is bounded only where the scenario says so, not by the
             # world's own ranges (a tabular world's data min and max)
-            base = (
-                _scenario_bounds(self.action_set, scenario.features)
-                if (pop.strategy == "best_response")
-                else self.action_set
-            )
+            base = self.action_set
+            if pop.strategy == "best_response":
+                base = _scenario_bounds(base, scenario.features)
             aset = _population_action_set(base, pop, names, f"populations.{pname}")
             self.strategies.append(make_strategy(pname, pop, aset))
             _warn_if_powerless(scenario, pname, pop, aset)
@@ -477,15 +475,6 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 probe.fit(X, y)
             except ConfigError as exc:
                 raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
-        goal = np.array([self.favourable])
-        for s in self.strategies:
-            if s.name == "best_response" and probe.goal_margin_coef(probe.state_, goal) is None:
-                raise ConfigError(
-                    f"{self.scenario.source}: populations.{s.population}.strategy: "
-                    "best_response needs a model whose log-odds are linear in the features "
-                    f"(two classes, logistic_regression); learner {self.scenario.learner.type!r}"
-                    f" with {k} classes is not"
-                )
         return len(probe.param_vector())
 
     # -- gymnasium API ---------------------------------------------------------------------

@@ -367,3 +367,20 @@ def test_low_rank_gradient_rows_are_the_product_of_its_factors():
     np.testing.assert_allclose(grad.rows(slice(10, 20)), dense[10:20], rtol=1e-15)
     np.testing.assert_allclose(grad.rows(np.array([3, 1, 299])), dense[[3, 1, 299]], rtol=1e-15)
     assert np.asarray(grad, dtype=np.float32).dtype == np.float32
+
+
+def test_warm_refit_recovers_from_a_start_where_every_probability_saturates():
+    """A window refit after shifting every row far along the weights starts where the
+    Hessian is nearly singular (Newton's full step ~1e14): it must still reach the cold
+    fit's optimum (the intercept moves by the shift, the weights stay)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = (X @ [1.0, -0.5, 0.3] + 0.5 * rng.standard_normal(300) > 0).astype(int)
+    warm = LogisticRegression(C=1.0, update_rule="window", window=1).fit(X, y)
+    w = warm.coef_[0].copy()
+    shifted = X + 1000.0 * w
+    warm.update(shifted, y)
+    cold = LogisticRegression(C=1.0).fit(shifted, y)
+    np.testing.assert_allclose(warm.coef_, cold.coef_, atol=1e-8)
+    np.testing.assert_allclose(warm.intercept_, cold.intercept_, rtol=1e-9)
+    np.testing.assert_allclose(warm.coef_[0], w, atol=1e-8)
