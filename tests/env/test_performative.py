@@ -336,3 +336,15 @@ def test_analysis_tells_how_a_run_ends(analysis_script):
     assert ending(np.tile([0.0, 0.43], 13)[:25], steps) == "cycle of period 2"
     assert ending(np.cumsum(steps), steps) == "converging"
     assert ending(np.cumsum(steps[::-1]), steps[::-1]) == "diverging"
+
+
+def test_resume_continues_a_best_responding_file_population_exactly(tmp_path):
+    """A checkpoint after round 2 continues to round 4 as an uninterrupted run."""
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    sets = ["--set", "populations.applicants.memory=true", "-q"]
+    assert main(["run", SCENARIO, "--rounds", "4", "--out", str(whole), *sets]) == 0
+    assert main(["run", SCENARIO, "--rounds", "2", "--out", str(part), *sets]) == 0
+    assert main(["run", SCENARIO, "--rounds", "4", "--out", str(part), "--resume", *sets]) == 0
+    pd.testing.assert_frame_equal(
+        pd.read_csv(whole / "metrics.csv"), pd.read_csv(part / "metrics.csv")
+    )
