@@ -58,11 +58,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 from scipy.special import expit
 
 from recourse_sim import load_scenario, simulate
 from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.stats import t_half_width
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "analyses" / "results"
@@ -239,7 +239,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
             v = g[col].to_numpy(dtype=np.float64)
             mean = float(v.mean())
             half = (
-                float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+                float(t_half_width(v.std(ddof=1), len(v)))
                 if len(v) > 1 and np.isfinite(v).all()
                 else float("nan")
             )
