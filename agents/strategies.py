@@ -93,13 +93,23 @@ def spread_quantile(spec, v: np.ndarray) -> np.ndarray:
 
 
 def adapt(
-    spec, result: IndividualResult, v: np.ndarray, enough: np.ndarray | None = None
+    spec,
+    result: IndividualResult,
+    v: np.ndarray,
+    enough: np.ndarray | None = None,
+    action_set: ActionSet | None = None,
+    X: np.ndarray | None = None,
 ) -> IndividualResult:
     """The changes seekers make this round: each recourse δ scaled by min(``move``,
     τ / cost(δ), `enough`), τ the person's effort tolerance (`effort_tolerance`; none: no
     cap) and `enough` the share of δ that just gets the decision (``just_enough``; the
     environment finds it). Costs are norms, so a scaled change costs that share of
-    cost(δ); it lies between x and x + δ, so it stays in the (convex) action set."""
+    cost(δ); it lies between x and x + δ, so it stays in the box and budget.
+
+    With a typed `action_set` (and the rows' reports `X`) the scaled change is put back
+    on the types between x and x + δ: where `enough` binds, on the side of x + δ (so the
+    decision it just gets holds), elsewhere on the side of x (so no cap is exceeded);
+    its cost is then the action set's."""
     scale = np.full(len(result.cost), float(spec.move))
     if enough is not None:
         scale = np.minimum(scale, enough)
@@ -111,8 +121,15 @@ def adapt(
     if (scale >= 1.0).all():
         return result
     scale = np.where(result.tried, scale, 0.0)
+    delta = result.delta * scale[:, None]
+    if action_set is None or not action_set.typed:
+        return IndividualResult(delta=delta, tried=result.tried, cost=result.cost * scale)
+    toward = action_set.rounded(X, delta, "toward")
+    if enough is not None:
+        outward = action_set.rounded(X, delta, "direction", result.delta)
+        toward = np.where((scale == enough)[:, None], outward, toward)
     return IndividualResult(
-        delta=result.delta * scale[:, None], tried=result.tried, cost=result.cost * scale
+        delta=toward, tried=result.tried, cost=np.asarray(action_set.cost(toward))
     )
 
 
@@ -315,6 +332,9 @@ class GenreRecourse(Strategy):
             top_k=100,
             dropout=0.0,
             random_state=seed,
+            # samples of discrete features land on observed values; the projection
+            # then puts them on the action set's levels and steps exactly
+            categorical=np.flatnonzero(self.action_set.discrete_mask),
         )
         try:
             model.fit(
@@ -362,7 +382,7 @@ class GenreRecourse(Strategy):
         each row's decision needs, ``min_cost``) the cheapest sample that gets the
         decision, followed only as far as it takes (none where no sample gets it)."""
         from recourse_sim.recourse.genre import best_sample
-        from recourse_sim.recourse.individual import least_share
+        from recourse_sim.recourse.individual import least_share, repair_types
 
         Z = (X - self._centre) / self._scale
         samples = self.model.sample(
@@ -378,6 +398,10 @@ class GenreRecourse(Strategy):
             return res
         share = least_share(lambda rows: score(rows) >= need, X, res.delta)
         delta = np.where(res.success[:, None], share[:, None] * res.delta, 0.0)
+        if self.action_set.typed:  # a share of a typed move need not be typed
+            delta = repair_types(
+                self.action_set, X, delta, res.delta, decided=lambda d: score(X + d) >= need
+            )
         return IndividualResult(delta=delta, tried=res.success, cost=self.action_set.cost(delta))
 
     def get_state(self) -> dict:

@@ -919,7 +919,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             enough = None
             if s.spec.just_enough and found.tried.any():
                 enough = self._just_enough(X_rep, found.delta, found.tried, c.group, cut)
-            res = adapt(s.spec, found, c.v, enough)
+            res = adapt(s.spec, found, c.v, enough, s.action_set, X_rep)
             acted |= res.tried
             if s.spec.reapply == "next_round":
                 later += res.delta
@@ -1462,6 +1462,16 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
         for name, value in given.items():
             j = names.index(name)
             target[j] = per_sd[j] if value == "std" else value
+    # types: the world's, then the scenario's by name; levels likewise
+    types = dict(zip(names, f.types, strict=False)) | rules.types
+    in_groups = {name for group in rules.onehot_groups for name in group}
+    levels = {name: list(v) for name, v in f.levels.items() if name not in in_groups}
+    levels |= rules.levels
+    data = getattr(world, "data", None)  # (tabular worlds: the values a feature takes)
+    for j, name in enumerate(names):
+        leveled = types.get(name) in ("ordinal", "categorical") and name not in in_groups
+        if leveled and name not in levels and data is not None:
+            levels[name] = np.unique(data.X[:, j]).tolist()
     try:
         aset = ActionSet(
             n_features=len(names),
@@ -1475,6 +1485,10 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
             p=rules.p,
             epsilon=1.0,
             feature_names=names,
+            feature_types=types,
+            steps=rules.steps,
+            levels=levels,
+            onehot_groups=rules.onehot_groups,
         )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.source}: features: {exc}") from None
