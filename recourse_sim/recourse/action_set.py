@@ -11,11 +11,24 @@ always feasible: a bound that x already violates is widened to include x itself.
 `project` is the exact Euclidean projection onto A(x) (closed form for p = ∞, a
 vectorised bracketed root search on the KKT multiplier for p ∈ {1, 2}, stopped on the
 feasible side), so every recourse method and population that goes through it stays feasible.
+
+Feature types. Each feature is ``continuous`` (the default), ``integer`` (δ_j a whole
+number of steps), ``binary`` (x_j + δ_j ∈ {0, 1}), ``ordinal`` (x_j + δ_j one of its
+ordered levels; monotone rules follow the level order) or ``categorical`` (one column of
+level codes, or a one-hot group of 0/1 columns with exactly one at 1, which moves as a
+whole). Staying put is allowed whatever x is. With a discrete feature A(x) is no longer
+convex: `project_rows` (and `projection`, which descents use on their iterates) projects
+onto its relaxation, the box (narrowed to each discrete feature's range) intersected with
+the ball, and `repair` moves a relaxed δ onto the typed set: each discrete feature to the
+nearest allowed value within the box, or, where that breaks the budget, to the nearest
+allowed value between x and x + δ (never costlier than δ, so always feasible). `project`
+is the two in turn. `rounded` gives the roundings themselves, for repairs that know which
+direction helps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -25,6 +38,7 @@ import torch
 from recourse_sim.errors import ConfigError, InfeasibleActionSetError
 
 Features = Sequence[int | str]
+FEATURE_TYPES = ("continuous", "integer", "binary", "ordinal", "categorical")
 
 _ROOT_STEPS = 100  # cap on root-search steps; most rows converge in under 5
 # Relative excess that the multiplier's Newton steps aim at: inside the budget by less
@@ -45,6 +59,20 @@ def _mask(n: int, which: Features, names: tuple[str, ...] | None, field_name: st
         else:
             raise ConfigError(f"{field_name}: feature index {f!r} out of range 0..{n - 1}")
     return mask
+
+
+def _by_feature(n: int, value, names: tuple[str, ...] | None, field_name: str) -> dict[int, object]:
+    """{feature index: value} from a mapping by name or index, or a length-n sequence."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        out = {}
+        for key, v in value.items():
+            out[int(np.flatnonzero(_mask(n, [key], names, field_name))[0])] = v
+        return out
+    if isinstance(value, str) or len(value) != n:
+        raise ConfigError(f"{field_name}: give a mapping by feature or a list of {n} values")
+    return dict(enumerate(value))
 
 
 def _per_feature(n: int, value, default: float, field_name: str) -> np.ndarray:
@@ -80,6 +108,13 @@ class ActionSet:
     p: the norm, 1, 2 or inf.
     epsilon: the budget ε ≥ 0 on cost(δ).
     feature_names: optional names, so features can be given by name.
+    feature_types: per feature (a mapping by name or index, or a list of d) one of
+        ``continuous`` (default), ``integer``, ``binary``, ``ordinal``, ``categorical``.
+    steps: per integer feature its step (> 0, default 1): δ_j is a whole number of steps.
+    levels: per ordinal feature its ordered levels, per single-column categorical feature
+        its level codes: x_j + δ_j must be one of them.
+    onehot_groups: the 0/1 columns of each one-hot categorical feature (exactly one at 1;
+        they are categorical whatever feature_types says of them).
     """
 
     n_features: int
@@ -93,6 +128,10 @@ class ActionSet:
     p: float = 2
     epsilon: float = 1.0
     feature_names: Sequence[str] | None = None
+    feature_types: object = None
+    steps: object = None
+    levels: Mapping | None = None
+    onehot_groups: Sequence[Features] = ()
     # resolved arrays (derived in __post_init__)
     immutable_mask: np.ndarray = field(init=False, repr=False)
     increase_mask: np.ndarray = field(init=False, repr=False)
@@ -101,6 +140,10 @@ class ActionSet:
     upper_: np.ndarray = field(init=False, repr=False)
     max_change_: np.ndarray = field(init=False, repr=False)
     weights_: np.ndarray = field(init=False, repr=False)
+    types_: np.ndarray = field(init=False, repr=False)  # (d,) str, one of FEATURE_TYPES
+    step_: np.ndarray = field(init=False, repr=False)  # (d,) integer step, 0 elsewhere
+    levels_: dict = field(init=False, repr=False)  # {j: sorted allowed values}
+    onehot_groups_: tuple = field(init=False, repr=False)  # index arrays of one-hot groups
 
     def __post_init__(self) -> None:
         n = self.n_features
@@ -129,6 +172,17 @@ class ActionSet:
                 raise InfeasibleActionSetError(
                     f"feature {label[int(np.argmax(clash))]!r} is declared both {what} and {other}"
                 )
+        types, steps, levels, groups = self._resolve_types(n, names, label, inc | dec)
+        # a discrete feature's values lie within its levels' range (binary: [0, 1])
+        for j, values in levels.items():
+            lower[j], upper[j] = max(lower[j], values[0]), min(upper[j], values[-1])
+        for g in groups:
+            lower[g], upper[g] = np.maximum(lower[g], 0.0), np.minimum(upper[g], 1.0)
+            if (upper[g] < 1.0).all():
+                raise ConfigError(
+                    f"onehot_groups: the group of {label[g[0]]!r} has no allowed level "
+                    "(no column may be 1)"
+                )
         if (bad := lower > upper).any():
             j = int(np.argmax(bad))
             raise InfeasibleActionSetError(
@@ -148,9 +202,90 @@ class ActionSet:
             ("upper_", upper),
             ("max_change_", max_change),
             ("weights_", weights),
+            ("types_", types),
+            ("step_", steps),
         ):
             value.flags.writeable = False
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "levels_", levels)
+        object.__setattr__(self, "onehot_groups_", groups)
+
+    def _resolve_types(self, n, names, label, monotone):
+        """(types_, step_, levels_, onehot_groups_) from the declared types, checked."""
+        types = np.full(n, "continuous", dtype=object)
+        for j, kind in _by_feature(n, self.feature_types, names, "feature_types").items():
+            if kind not in FEATURE_TYPES:
+                raise ConfigError(
+                    f"feature_types: feature {label[j]!r} has type {kind!r}; "
+                    f"expected one of {', '.join(FEATURE_TYPES)}"
+                )
+            types[j] = kind
+        groups = []
+        in_group = np.zeros(n, dtype=bool)
+        for i, group in enumerate(self.onehot_groups):
+            g = np.flatnonzero(_mask(n, group, names, "onehot_groups"))
+            if len(g) == 0:
+                raise ConfigError(f"onehot_groups: group {i} has no allowed level (no columns)")
+            if in_group[g].any():
+                j = int(g[np.argmax(in_group[g])])
+                raise ConfigError(f"onehot_groups: feature {label[j]!r} is in two groups")
+            if (bad := ~np.isin(types[g], ("continuous", "binary", "categorical"))).any():
+                j = int(g[np.argmax(bad)])
+                raise ConfigError(
+                    f"onehot_groups: feature {label[j]!r} is declared {types[j]}, not a 0/1 column"
+                )
+            in_group[g] = True
+            types[g] = "categorical"
+            groups.append(g)
+        step = np.zeros(n)
+        given_steps = _by_feature(n, self.steps, names, "steps")
+        for j in np.flatnonzero(types == "integer"):
+            value = given_steps.get(int(j), 1.0)
+            if value is None:
+                value = 1.0
+            if not (np.isfinite(float(value)) and float(value) > 0):
+                raise ConfigError(
+                    f"steps: integer feature {label[j]!r} has step {value}; it must be > 0"
+                )
+            step[j] = float(value)
+        levels = {}
+        given_levels = _by_feature(n, self.levels, names, "levels")
+        for j, values in given_levels.items():
+            if types[j] not in ("ordinal", "categorical") or in_group[j]:
+                raise ConfigError(
+                    f"levels: feature {label[j]!r} is {types[j]}"
+                    f"{' (a one-hot column)' if in_group[j] else ''}; only ordinal and "
+                    "single-column categorical features have levels"
+                )
+            arr = np.unique(np.asarray(values, dtype=np.float64))
+            if np.isnan(arr).any():
+                raise ConfigError(f"levels: feature {label[j]!r} has a NaN level")
+            levels[j] = arr
+        for j in np.flatnonzero(types == "binary"):
+            levels[int(j)] = np.array([0.0, 1.0])
+        for j in np.flatnonzero(np.isin(types, ("ordinal", "categorical")) & ~in_group):
+            if len(levels.get(int(j), ())) == 0:
+                raise ConfigError(f"levels: {types[j]} feature {label[j]!r} has no allowed level")
+        categorical = (types == "categorical") & monotone
+        if categorical.any():
+            j = int(np.argmax(categorical))
+            raise ConfigError(
+                f"feature {label[j]!r} is categorical: a monotone rule (increase_only / "
+                "decrease_only) needs an order of its levels (declare it ordinal)"
+            )
+        for value in levels.values():
+            value.flags.writeable = False
+        return types.astype(str), step, dict(sorted(levels.items())), tuple(groups)
+
+    @property
+    def discrete_mask(self) -> np.ndarray:
+        """Mask of the features that are not continuous."""
+        return self.types_ != "continuous"
+
+    @property
+    def typed(self) -> bool:
+        """Whether any feature is not continuous."""
+        return bool(self.discrete_mask.any())
 
     # ------------------------------------------------------------------------------
     @property
@@ -164,7 +299,7 @@ class ActionSet:
             k: getattr(self, k)
             for k in (
                 "n_features immutable increase_only decrease_only lower upper max_change "
-                "cost_weights p epsilon feature_names"
+                "cost_weights p epsilon feature_names feature_types steps levels onehot_groups"
             ).split()
         }
         return ActionSet(**(fields | changes))
@@ -195,23 +330,165 @@ class ActionSet:
         return to_out(torch.linalg.vector_norm(w * dt, ord=self.p, dim=-1))
 
     def contains(self, X, delta, tol: float = 1e-9) -> np.ndarray:
-        """Which rows of δ are feasible (within `tol`)."""
-        lo, hi = self._box(np.asarray(X, dtype=np.float64))
+        """Which rows of δ are feasible (within `tol`), feature types included."""
+        X = np.asarray(X, dtype=np.float64)
+        lo, hi = self._box(X)
         d = np.asarray(delta, dtype=np.float64)
         in_box = ((d >= lo - tol) & (d <= hi + tol)).all(axis=-1)
-        return in_box & (np.asarray(self.cost(d)) <= self.epsilon + tol)
+        ok = in_box & (np.asarray(self.cost(d)) <= self.epsilon + tol)
+        if self.typed:
+            ok &= self.respects_types(X, d, tol)
+        return ok
+
+    def respects_types(self, X, delta, tol: float = 1e-9) -> np.ndarray:
+        """Which rows of δ respect the feature types (bounds and budget aside): integer
+        moves by whole steps, the others onto an allowed value, or stay put."""
+        X = np.asarray(X, dtype=np.float64)
+        d = np.asarray(delta, dtype=np.float64)
+        X, d = np.broadcast_arrays(X, d)
+        ok = np.ones(d.shape[:-1], dtype=bool)
+        still = np.abs(d) <= tol
+        for j in np.flatnonzero(self.step_ > 0):
+            s = self.step_[j]
+            ok &= np.abs(d[..., j] - s * np.round(d[..., j] / s)) <= tol * (1 + np.abs(X[..., j]))
+        for j, values in self.levels_.items():
+            v = X[..., j] + d[..., j]
+            near = np.abs(v[..., None] - values) <= tol * (1 + np.abs(values))
+            ok &= still[..., j] | near.any(-1)
+        for g in self.onehot_groups_:
+            v = X[..., g] + d[..., g]
+            zero_one = ((np.abs(v) <= tol) | (np.abs(v - 1) <= tol)).all(-1)
+            one_hot = zero_one & (np.abs(v.sum(-1) - 1) <= tol * len(g))
+            ok &= still[..., g].all(-1) | one_hot
+        return ok
 
     def project(self, X, delta):
-        """The Euclidean projection of each row of δ onto A(x); same type as `delta`.
+        """A feasible δ near each row of `delta`; same type as `delta`.
 
-        Works on numpy arrays and torch tensors (computed in float64 numpy; no graph is
-        recorded, so solvers call it on detached iterates).
+        Without discrete features it is the Euclidean projection onto A(x); with them, the
+        projection onto the relaxation followed by `repair`. Works on numpy arrays and
+        torch tensors (computed in float64 numpy; no graph is recorded, so solvers call it
+        on detached iterates).
         """
         if isinstance(delta, torch.Tensor):
             X_np = X.detach().numpy() if isinstance(X, torch.Tensor) else X
             d_np = delta.detach().numpy().astype(np.float64, copy=False)
-            return torch.from_numpy(self.project_rows(X_np, d_np)).to(delta.dtype)
-        return self.project_rows(X, np.asarray(delta, dtype=np.float64))
+            return torch.from_numpy(self._project_typed(X_np, d_np)).to(delta.dtype)
+        return self._project_typed(X, np.asarray(delta, dtype=np.float64))
+
+    def _project_typed(self, X, delta: np.ndarray) -> np.ndarray:
+        relaxed = self.project_rows(X, delta)
+        return self.repair(X, relaxed) if self.typed else relaxed
+
+    def repair(self, X, delta) -> np.ndarray:
+        """δ within the relaxation (box and budget) moved onto the typed set: per row the
+        nearest rounding (`rounded`, "nearest") where it keeps the budget, else the
+        rounding towards x, which is never costlier than δ. Continuous features are kept."""
+        X = np.asarray(X, dtype=np.float64)
+        delta = np.asarray(delta, dtype=np.float64)
+        if not self.typed:
+            return delta.copy()
+        shape = delta.shape
+        X = np.broadcast_to(X, shape).reshape(-1, self.n_features)
+        delta = delta.reshape(-1, self.n_features)
+        box = self._box(X)
+        nearest = self.rounded(X, delta, "nearest", box=box)
+        over = np.asarray(self.cost(nearest)) > self.epsilon
+        if over.any():
+            nearest[over] = self.rounded(
+                X[over], delta[over], "toward", box=(box[0][over], box[1][over])
+            )
+        return nearest.reshape(shape)
+
+    def rounded(self, X, delta, mode: str = "nearest", direction=None, box=None) -> np.ndarray:
+        """δ (n, d) with each discrete feature moved onto an allowed value within the box
+        (continuous features kept; the budget is not checked).
+
+        `mode`: ``"nearest"`` the allowed value nearest x + δ; ``"toward"`` the one nearest
+        x + δ between x and x + δ (so |δ_j| never grows; a one-hot group stays put unless
+        δ is already one of its levels); ``"direction"`` the nearest on the side of x + δ
+        that `direction` (n, d; e.g. the score's gradient) points to, falling back to the
+        nearest where there is none, and for a one-hot group the level of largest
+        directional gain, or staying put if none gains.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        delta = np.asarray(delta, dtype=np.float64)
+        out = delta.copy()
+        if not self.typed:
+            return out
+        lo, hi = self._box(X) if box is None else box
+        if mode == "direction":
+            direction = np.asarray(direction, dtype=np.float64)
+        elif mode not in ("nearest", "toward"):
+            raise ConfigError(f"mode={mode!r} is not one of nearest, toward, direction")
+        for j in np.flatnonzero(self.step_ > 0):
+            s = self.step_[j]
+            k = delta[:, j] / s
+            if mode == "nearest":
+                k = np.round(k)
+            elif mode == "toward":
+                k = np.fix(k)
+            else:
+                k = np.where(
+                    direction[:, j] > 0,
+                    np.ceil(k),
+                    np.where(direction[:, j] < 0, np.floor(k), np.round(k)),
+                )
+            # the lattice points within the box (lo ≤ 0 ≤ hi: k = 0 is one)
+            k = np.minimum(np.maximum(k, np.ceil(lo[:, j] / s)), np.floor(hi[:, j] / s))
+            out[:, j] = k * s
+        for j, values in self.levels_.items():
+            x = X[:, j]
+            target = x + delta[:, j]
+            # candidates: the levels within the box, and staying at x (always allowed)
+            cand = np.concatenate([np.broadcast_to(values, (len(x), len(values))), x[:, None]], 1)
+            allowed = (cand >= (x + lo[:, j])[:, None]) & (cand <= (x + hi[:, j])[:, None])
+            allowed[:, -1] = True
+            gap = cand - target[:, None]
+            if mode == "toward":
+                between = (cand - x[:, None]) * np.sign(target - x)[:, None] >= 0
+                allowed &= between & (np.abs(cand - x[:, None]) <= np.abs(target - x)[:, None])
+                allowed[:, -1] = True
+            elif mode == "direction":
+                side = np.sign(direction[:, j])[:, None] * gap >= 0
+                on_side = allowed & side
+                allowed = np.where(on_side.any(1, keepdims=True), on_side, allowed)
+            dist = np.where(allowed, np.abs(gap), np.inf)
+            # ties go to staying put (the last column), then to the lower level
+            pick = len(values) - np.argmin(dist[:, ::-1], axis=1)
+            out[:, j] = cand[np.arange(len(x)), pick] - x
+        for g in self.onehot_groups_:
+            out[:, g] = self._onehot_rounded(
+                X[:, g],
+                delta[:, g],
+                lo[:, g],
+                hi[:, g],
+                mode,
+                None if direction is None else direction[:, g],
+            )
+        return out
+
+    @staticmethod
+    def _onehot_rounded(x, d, lo, hi, mode, direction) -> np.ndarray:
+        """`rounded` for the columns of one one-hot group: δ of the chosen level, or 0."""
+        n, k = x.shape
+        moves = np.eye(k)[None] - x[:, None, :]  # (n, level, column): δ to each level
+        allowed = ((moves >= lo[:, None] - 1e-12) & (moves <= hi[:, None] + 1e-12)).all(-1)
+        stay = np.zeros(n, dtype=bool)
+        if mode == "direction":
+            gain = np.einsum("nlc,nc->nl", moves, direction)
+            score = np.where(allowed, gain, -np.inf)
+            best = score.argmax(1)
+            stay = ~(score[np.arange(n), best] > 0)
+        else:
+            dist = np.where(allowed, ((moves - d[:, None]) ** 2).sum(-1), np.inf)
+            best = dist.argmin(1)
+            d_best = dist[np.arange(n), best]
+            stay = ~(d_best < (d**2).sum(-1))  # staying put is nearer (or as near)
+            if mode == "toward":  # only where δ is already that level
+                stay |= d_best > 1e-18
+        chosen = moves[np.arange(n), best]
+        return np.where(stay[:, None], 0.0, chosen)
 
     def project_rows(
         self,
