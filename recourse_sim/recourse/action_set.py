@@ -500,7 +500,9 @@ class ActionSet:
         multipliers: np.ndarray | None = None,
         out: np.ndarray | None = None,
     ):
-        """`project` on float64 (n, d) arrays; `box` = (lo, hi) of X if already known.
+        """The Euclidean projection onto the box ∩ ball on float64 (n, d) arrays: `project`
+        without feature types, and with them the projection onto the relaxation (see
+        `repair`); `box` = (lo, hi) of X if already known.
 
         `multipliers`: an (n,) float64 array of the rows' KKT multipliers from a nearby
         projection (NaN: none), where the searches start; it is overwritten with the ones
@@ -711,9 +713,10 @@ class ActionSet:
 
 
 class RowProjection:
-    """`ActionSet.project_rows` for successive δ of the same rows X (a descent's iterates):
-    the box is taken once, and each row's multiplier search starts from that row's last
-    multiplier, since consecutive iterates need nearly the same one."""
+    """`ActionSet.project_rows` for successive δ of the same rows X (a descent's iterates;
+    with feature types, onto the relaxation, to be repaired at the end): the box is taken
+    once, and each row's multiplier search starts from that row's last multiplier, since
+    consecutive iterates need nearly the same one."""
 
     def __init__(self, action_set: ActionSet, X, box=None):
         self.action_set = action_set
