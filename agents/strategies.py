@@ -315,6 +315,9 @@ class GenreRecourse(Strategy):
             top_k=100,
             dropout=0.0,
             random_state=seed,
+            # samples of discrete features land on observed values; the projection
+            # then puts them on the action set's levels and steps exactly
+            categorical=np.flatnonzero(self.action_set.discrete_mask),
         )
         try:
             model.fit(
@@ -362,7 +365,7 @@ class GenreRecourse(Strategy):
         each row's decision needs, ``min_cost``) the cheapest sample that gets the
         decision, followed only as far as it takes (none where no sample gets it)."""
         from recourse_sim.recourse.genre import best_sample
-        from recourse_sim.recourse.individual import least_share
+        from recourse_sim.recourse.individual import least_share, repair_types
 
         Z = (X - self._centre) / self._scale
         samples = self.model.sample(
@@ -378,6 +381,10 @@ class GenreRecourse(Strategy):
             return res
         share = least_share(lambda rows: score(rows) >= need, X, res.delta)
         delta = np.where(res.success[:, None], share[:, None] * res.delta, 0.0)
+        if self.action_set.typed:  # a share of a typed move need not be typed
+            delta = repair_types(
+                self.action_set, X, delta, res.delta, decided=lambda d: score(X + d) >= need
+            )
         return IndividualResult(delta=delta, tried=res.success, cost=self.action_set.cost(delta))
 
     def get_state(self) -> dict:

@@ -39,6 +39,10 @@ class TabularData:
     decrease_only: np.ndarray = field(repr=False)
     # the label value each class number stands for (CSV worlds; empty: the numbers)
     class_values: tuple[str, ...] = ()
+    # per feature its type for recourse (see `recourse_sim.recourse.ActionSet`; empty:
+    # all continuous), and the allowed values of ordinal / categorical ones by name
+    feature_types: tuple[str, ...] = ()
+    levels: dict = field(default_factory=dict, repr=False)
 
 
 def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
@@ -182,6 +186,13 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
                 f"rename that group in {where}",
             )
     d = len(columns)
+    kinds = tuple(COLUMN_FEATURE_TYPES[kind] for kind in columns.values())
+    # an ordinal or categorical column's levels: the values it takes in the file
+    levels = {
+        col: tuple(np.unique(X[:, j]).tolist())
+        for j, col in enumerate(columns)
+        if kinds[j] in ("ordinal", "categorical")
+    }
     return TabularData(
         X=X,
         y=y,
@@ -194,10 +205,20 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         increase_only=np.zeros(d, bool),
         decrease_only=np.zeros(d, bool),
         class_values=class_values,
+        feature_types=kinds,
+        levels=levels,
     )
 
 
 BLANKS = ("", "NA", "NaN", "nan", "null", "None")  # cells that mean "no value"
+# a CSV column type (`CsvWorld.columns`) and the feature type recourse gives it
+COLUMN_FEATURE_TYPES = {
+    "numeric": "continuous",
+    "integer": "integer",
+    "binary": "binary",
+    "ordinal": "ordinal",
+    "categorical": "categorical",
+}
 
 MAX_COLUMNS = 10_000  # columns a CSV world's header may have (a wider one is refused)
 

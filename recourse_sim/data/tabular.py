@@ -8,7 +8,10 @@ Appendix A.2) and the feature set is kept small, numeric and documented:
 binary features are named ``<column>_<level>`` and are 1 when the level holds.
 Actionability follows Ross et al., Appendix A.3: the features it lists are
 actionable (with the direction it states), every other feature is immutable.
-The label is 1 for the favourable outcome.
+The label is 1 for the favourable outcome. Each feature has a type
+(`Dataset.feature_types`, which recourse respects): the 0/1 features are binary, and
+every year, month, day, count, currency amount and 1..k code is integer (whole numbers);
+nothing in these tables is continuous.
 
 adult (45,222 rows = 30,162 from adult.data + 15,060 from adult.test, after
     dropping every row with a missing value '?'; label 1 = income >50K)
@@ -96,6 +99,9 @@ class Dataset:
     group: np.ndarray | None = None  # (n,) int64 protected-attribute codes
     group_name: str | None = None
     group_labels: tuple[str, ...] | None = None  # group_labels[g] describes code g
+    # per feature: "continuous", "integer" (whole numbers, step 1) or "binary" (0/1);
+    # empty: all continuous
+    feature_types: tuple[str, ...] = ()
 
     @property
     def actionable(self) -> np.ndarray:
@@ -121,6 +127,7 @@ class _Feature:
     values: np.ndarray | pd.Series
     action: Action = "immutable"
     categorical: bool = False
+    kind: str = "continuous"  # the feature's type (see `Dataset.feature_types`)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -164,11 +171,17 @@ def _assemble(
         group=None if group is None else _readonly(group),
         group_name=group_name,
         group_labels=group_labels,
+        feature_types=tuple(f.kind for f in features),
     )
 
 
 def _binary(name: str, mask: pd.Series | np.ndarray) -> _Feature:
-    return _Feature(name, np.asarray(mask, dtype=np.float64), categorical=True)
+    return _Feature(name, np.asarray(mask, dtype=np.float64), categorical=True, kind="binary")
+
+
+def _count(name: str, values, action: Action = "immutable") -> _Feature:
+    """A feature of whole numbers (years, days, counts, codes 1..k): integer, step 1."""
+    return _Feature(name, values, action=action, kind="integer")
 
 
 def _check_values(file: str, column: str, values: pd.Series, allowed: set) -> None:
@@ -217,11 +230,11 @@ def _load_adult() -> Dataset:
         ignore_index=True,
     )
     features = [
-        _Feature("age", df["age"]),
-        _Feature("education_num", df["education-num"], action="increase"),
-        _Feature("capital_gain", df["capital-gain"]),
-        _Feature("capital_loss", df["capital-loss"]),
-        _Feature("hours_per_week", df["hours-per-week"], action="free"),
+        _count("age", df["age"]),
+        _count("education_num", df["education-num"], action="increase"),
+        _count("capital_gain", df["capital-gain"]),
+        _count("capital_loss", df["capital-loss"]),
+        _count("hours_per_week", df["hours-per-week"], action="free"),
         _binary("sex_male", df["sex"] == "Male"),
         _binary("race_white", df["race"] == "White"),
         _binary("native_country_us", df["native-country"] == "United-States"),
@@ -279,12 +292,12 @@ def _read_compas() -> tuple[pd.DataFrame, pd.Series]:
 def _load_compas() -> Dataset:
     df, length_of_stay = _read_compas()
     features = [
-        _Feature("age", df["age"]),
-        _Feature("priors_count", df["priors_count"], action="free"),
-        _Feature("length_of_stay", length_of_stay),
-        _Feature("juv_fel_count", df["juv_fel_count"]),
-        _Feature("juv_misd_count", df["juv_misd_count"]),
-        _Feature("juv_other_count", df["juv_other_count"]),
+        _count("age", df["age"]),
+        _count("priors_count", df["priors_count"], action="free"),
+        _count("length_of_stay", length_of_stay),
+        _count("juv_fel_count", df["juv_fel_count"]),
+        _count("juv_misd_count", df["juv_misd_count"]),
+        _count("juv_other_count", df["juv_other_count"]),
         _binary("sex_male", df["sex"] == "Male"),
         _binary("race_white", df["race"] == "Caucasian"),
         _binary("c_charge_degree_felony", df["c_charge_degree"] == "F"),
@@ -304,10 +317,10 @@ def _load_compas() -> Dataset:
 def _load_compas_score() -> Dataset:
     df, length_of_stay = _read_compas()
     features = [
-        _Feature("age", df["age"]),
+        _count("age", df["age"]),
         _binary("two_year_recid", df["two_year_recid"] == 1),
-        _Feature("priors_count", df["priors_count"], action="free"),
-        _Feature("length_of_stay", length_of_stay),
+        _count("priors_count", df["priors_count"], action="free"),
+        _count("length_of_stay", length_of_stay),
         _binary("c_charge_degree_felony", df["c_charge_degree"] == "F"),
         _binary("race_white", df["race"] == "Caucasian"),
         _binary("sex_male", df["sex"] == "Male"),
@@ -361,7 +374,8 @@ def _load_german() -> Dataset:
         "number_of_existing_credits", "number_of_people_liable_for",
     ]  # fmt: skip
     action: dict[str, Action] = {"age": "increase", "credit_amount": "free"}
-    features = [_Feature(c, df[c], action=action.get(c, "immutable")) for c in numeric]
+    # all whole numbers: months, DM, codes 1..4, years, counts
+    features = [_count(c, df[c], action=action.get(c, "immutable")) for c in numeric]
     features += [
         # values_maps.json describes status_sex as "male : single", "female : ...", etc.
         _binary("sex_male", sex.str.startswith("male")),

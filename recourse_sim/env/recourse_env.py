@@ -1462,6 +1462,11 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
         for name, value in given.items():
             j = names.index(name)
             target[j] = per_sd[j] if value == "std" else value
+    # types: the world's, then the scenario's by name; levels likewise
+    types = dict(zip(names, f.types, strict=False)) | rules.types
+    in_groups = {name for group in rules.onehot for name in group}
+    levels = {name: list(v) for name, v in f.levels.items() if name not in in_groups}
+    levels |= rules.levels
     try:
         aset = ActionSet(
             n_features=len(names),
@@ -1475,6 +1480,10 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
             p=rules.p,
             epsilon=1.0,
             feature_names=names,
+            feature_types=types,
+            steps=rules.steps,
+            levels=levels,
+            onehot_groups=rules.onehot,
         )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.source}: features: {exc}") from None

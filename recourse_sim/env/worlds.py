@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -138,6 +138,11 @@ class FeatureDefaults:
     proxy: np.ndarray  # (d,) bool: changes are gaming
     lower: np.ndarray  # (d,) bound on values after a change (-inf: none)
     upper: np.ndarray  # (d,)
+    # per feature its type for recourse ("continuous", "integer", "binary", "ordinal",
+    # "categorical"; empty: all continuous), and the levels of ordinal / categorical
+    # features by name
+    types: tuple[str, ...] = ()
+    levels: dict = field(default_factory=dict)
 
 
 class World(ABC):
@@ -227,7 +232,12 @@ class School(World):
         lower[SCHOOL_FEATURES.index("test_score")] = -np.inf  # SD units, unbounded
         upper = np.full(d, np.inf)
         upper[SCHOOL_FEATURES.index("gpa")] = 4.0
+        # extracurricular activities are counted; the others are measured
+        types = tuple(
+            "integer" if f == "extracurriculars" else "continuous" for f in SCHOOL_FEATURES
+        )
         self.features = FeatureDefaults(
+            types=types,
             names=SCHOOL_FEATURES,
             actionable=np.ones(d, bool),
             increase_only=np.zeros(d, bool),
@@ -384,6 +394,7 @@ def _dataset_data(spec: DatasetWorld) -> TabularData:
         actionable=~np.asarray(ds.immutable, bool),
         increase_only=np.asarray(ds.increase_only, bool),
         decrease_only=np.asarray(ds.decrease_only, bool),
+        feature_types=tuple(ds.feature_types),
     )
 
 
@@ -422,6 +433,8 @@ class Tabular(World):
             proxy=np.zeros(len(data.feature_names), bool),
             lower=data.X.min(0),
             upper=data.X.max(0),
+            types=data.feature_types,
+            levels=data.levels,
         )
         self.oracle = None
         if spec.outcome == "oracle":

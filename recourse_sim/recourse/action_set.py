@@ -174,6 +174,7 @@ class ActionSet:
                 )
         types, steps, levels, groups = self._resolve_types(n, names, label, inc | dec)
         # a discrete feature's values lie within its levels' range (binary: [0, 1])
+        lower, upper = lower.copy(), upper.copy()  # (may be the caller's arrays)
         for j, values in levels.items():
             lower[j], upper[j] = max(lower[j], values[0]), min(upper[j], values[-1])
         for g in groups:
@@ -239,6 +240,13 @@ class ActionSet:
             groups.append(g)
         step = np.zeros(n)
         given_steps = _by_feature(n, self.steps, names, "steps")
+        if isinstance(self.steps, Mapping):
+            for j in given_steps:
+                if types[j] != "integer":
+                    raise ConfigError(
+                        f"steps: feature {label[j]!r} is {types[j]}; only integer features "
+                        "have a step"
+                    )
         for j in np.flatnonzero(types == "integer"):
             value = given_steps.get(int(j), 1.0)
             if value is None:

@@ -251,6 +251,12 @@ def collective_recourse(
         step0 = step_size if step_size is not None else _INITIAL_STEP * eps
         best, history, best_states = _pgd(objective, propose, delta, eps, step0, steps)
 
+    if action_set.typed and eps > 0:
+        best, best_states, loss_typed = _typed(
+            objective, best, action_set, X_members, bounds, member_idx
+        )
+        history.append(loss_typed)
+
     with torch.no_grad():
         if honest is None:  # started elsewhere than Δ = 0
             honest = rollout_states(learner, theta0, Xt, yt, horizon, warm)
@@ -269,6 +275,37 @@ def collective_recourse(
         cost=np.asarray(action_set.cost(delta_np)),
         loss_history=np.asarray(history),
     )
+
+
+def _typed(objective, delta, action_set, X_members, bounds, member_idx):
+    """The descent's Δ (on the relaxation) moved onto the typed action set: of the nearest
+    rounding (`ActionSet.repair`) and the rounding along the query loss's descent
+    direction (rows where that breaks the budget take the nearest), the one of lower
+    query loss. Returns (Δ, the states at Δ, its query loss)."""
+
+    def members(a: np.ndarray) -> np.ndarray:
+        return a if member_idx is None else a[member_idx]
+
+    def full(rows: np.ndarray) -> torch.Tensor:
+        if member_idx is None:
+            return torch.from_numpy(rows)
+        out = torch.zeros_like(delta)
+        out.numpy()[member_idx] = rows
+        return out
+
+    relaxed = members(delta.numpy())
+    _, grad, _ = objective(delta)
+    nearest = action_set.repair(X_members, relaxed)
+    along = action_set.rounded(X_members, relaxed, "direction", -members(np.asarray(grad)), bounds)
+    over = np.asarray(action_set.cost(along)) > action_set.epsilon
+    along[over] = nearest[over]
+    best = None
+    for rows in (nearest, along):
+        candidate = full(rows)
+        loss, _, states = objective(candidate)
+        if best is None or float(loss) < best[2]:
+            best = (candidate, states, float(loss))
+    return best
 
 
 def _pgd(objective, propose, delta, eps, step, steps):

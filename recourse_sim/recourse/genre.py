@@ -839,8 +839,9 @@ class GenRe:
         action_set : if given, every sample's change δ = x⁺ − x is first projected onto
             the action set (so the result is feasible) and the best is chosen among the
             projected samples; ``cost`` is then the action set's cost. Otherwise cost
-            is the ℓ1 norm of δ. Feasibility wins over the categorical snapping: where
-            the budget binds, a projected categorical feature can lie between levels.
+            is the ℓ1 norm of δ. The projection respects the action set's feature
+            types (`ActionSet.project`), so a projected categorical or integer feature
+            stays on its levels or steps even where the budget binds.
         random_state : seeds the draws.
 
         Returns a `RecourseResult`: ``delta`` (n, d), ``loss`` −log h(x + δ),

@@ -22,6 +22,14 @@ piecewise-linear multiplier path for p ∈ {2, ∞}); for other models each meth
 path is followed from x and stopped at the first point that gets the decision (a
 bisection on the step that crosses it): PGD's and Wachter's iterates, or the segment
 from x to the linear method's δ*.
+
+Feature types (integer, binary, ordinal, categorical; see `ActionSet`): every method
+solves the relaxation (the types' ranges as bounds) and `repair_types` moves its answer
+onto the typed set: each discrete feature rounded in the direction that raises the goal
+score, to the nearest allowed value, or towards x; the continuous features then scaled
+back into the budget (and, for ``min_cost``, as far back as the decision allows); per
+row the candidate of lowest goal loss (``budget``) or the cheapest that still gets the
+decision (``min_cost``; none: δ = 0). So no answer ever leaves the typed set.
 """
 
 from __future__ import annotations
@@ -222,6 +230,8 @@ def _recourse_delta(
 ) -> np.ndarray:
     """δ of `individual_recourse` for `_checked` arguments."""
     if objective == "min_cost":
+        # (repaired to the feature types inside: the linear path repairs in
+        # `linear_min_cost`, which the batched environment calls directly)
         return _min_cost_delta(
             learner,
             state,
@@ -237,8 +247,19 @@ def _recourse_delta(
             margin,
         )
     if method == "linear":
-        return _linear_delta(learner, state, X, goal, action_set, solver)
-    return _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
+        delta = _linear_delta(learner, state, X, goal, action_set, solver)
+    else:
+        delta = _descent(learner, state, X, goal, action_set, method, steps, step_size, lam)
+    if not action_set.typed:
+        return delta
+    Xt, goal_t = torch.from_numpy(X), torch.from_numpy(goal)
+
+    def loss(d: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return goal_loss(learner, state, Xt + torch.from_numpy(d), goal_t).numpy()
+
+    direction = _goal_direction(learner, state, X, goal, delta)
+    return repair_types(action_set, X, delta, direction, loss=loss)
 
 
 def _linear_delta(learner, state, X, goal, action_set, solver) -> np.ndarray:
@@ -271,7 +292,89 @@ def _min_cost_delta(
         )
     share = least_share(decided, X + start, step)
     there = crossed | decided(X)
-    return np.where(there[:, None], start + share[:, None] * step, 0.0)
+    delta = np.where(there[:, None], start + share[:, None] * step, 0.0)
+    if not action_set.typed:
+        return delta
+    direction = _goal_direction(learner, state, X, goal, delta)
+    return repair_types(action_set, X, delta, direction, decided=lambda d: decided(X + d))
+
+
+def _goal_direction(learner, state, X: np.ndarray, goal: np.ndarray, delta: np.ndarray):
+    """The gradient of log p(goal | x) at x + δ, (n, d): the direction that raises the
+    goal score, in which `repair_types` rounds discrete features first."""
+    coef = learner.goal_margin_coef(state, goal)
+    if coef is not None:  # (a binary linear model: the same everywhere)
+        return coef
+    Xd = torch.from_numpy(X + delta).requires_grad_(True)
+    loss = goal_loss(learner, state, Xd, torch.from_numpy(goal))
+    (grad,) = torch.autograd.grad(loss.sum(), Xd)
+    return -grad.numpy()
+
+
+def repair_types(
+    action_set: ActionSet,
+    X: np.ndarray,
+    relaxed: np.ndarray,
+    direction: np.ndarray,
+    *,
+    decided=None,
+    loss=None,
+) -> np.ndarray:
+    """A relaxed answer δ (n, d; feasible but for the feature types) moved onto the typed
+    action set, for the ``min_cost`` objective (`decided`: δ ↦ (n,) whether x + δ gets
+    the goal decision) or the ``budget`` objective (`loss`: δ ↦ (n,) goal loss at x + δ).
+
+    Three candidates per row, from `ActionSet.rounded`: the discrete features rounded
+    in `direction` (the goal score's gradient), to the nearest allowed value, and towards
+    x. Each keeps the relaxed continuous features, scaled back until the budget holds
+    (a candidate whose discrete part alone breaks it is dropped); for ``min_cost`` they
+    are then scaled back as far as the decision allows (`least_share`). ``budget``
+    keeps the candidate of lowest loss (rounding towards x always qualifies);
+    ``min_cost`` the cheapest that gets the decision, or δ = 0 where none does.
+    """
+    if not action_set.typed:
+        return relaxed
+    if (decided is None) == (loss is None):
+        raise ConfigError("repair_types needs one of decided (min_cost) or loss (budget)")
+    discrete = action_set.discrete_mask
+    box = action_set.box(X)
+    best = np.zeros_like(relaxed)
+    best_key = np.full(len(X), np.inf)
+    for mode in ("direction", "nearest", "toward"):
+        rounded = action_set.rounded(X, relaxed, mode, direction, box)
+        fixed = np.where(discrete, rounded, 0.0)
+        free = rounded - fixed
+        scale = _budget_share(action_set, fixed, free)
+        ok = scale >= 0
+        free *= np.maximum(scale, 0.0)[:, None]
+        if decided is not None:
+            delta = fixed + least_share(decided, fixed, free)[:, None] * free
+            ok &= decided(delta)
+            key = np.asarray(action_set.cost(delta))
+        else:
+            delta = fixed + free
+            key = loss(delta)
+        better = ok & (key < best_key)
+        best[better], best_key[better] = delta[better], key[better]
+    return best
+
+
+def _budget_share(action_set: ActionSet, fixed: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row the largest s ∈ [0, 1] with cost(fixed + s·free) ≤ ε (by bisection, on
+    the feasible side); −1 where even s = 0 breaks the budget."""
+    eps = action_set.epsilon
+
+    def within(s: np.ndarray) -> np.ndarray:
+        return np.asarray(action_set.cost(fixed + s[:, None] * free)) <= eps
+
+    low, high = np.zeros(len(fixed)), np.ones(len(fixed))
+    full, none = within(high), ~within(low)
+    for _ in range(BOUNDARY_STEPS):
+        mid = 0.5 * (low + high)
+        ok = within(mid)
+        low = np.where(ok, mid, low)
+        high = np.where(ok, high, mid)
+    return np.where(none, -1.0, np.where(full, 1.0, low))
 
 
 def linear_min_cost(
@@ -298,7 +401,18 @@ def linear_min_cost(
     with np.errstate(invalid="ignore"):
         delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
     ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
-    return np.where(ok[:, None], delta, 0.0)
+    delta = np.where(ok[:, None], delta, 0.0)
+    if action_set.typed:
+        # Mixed types: the relaxed optimum repaired (`repair_types`); an exact
+        # mixed-integer solver for linear models replaces this step where available.
+        delta = repair_types(
+            action_set,
+            X,
+            delta,
+            coef,
+            decided=lambda d: np.einsum("ij,ij->i", coef, d) >= gap,
+        )
+    return delta
 
 
 def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):

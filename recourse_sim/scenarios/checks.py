@@ -197,8 +197,10 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
     rules = scenario.features
     for field in ("actionable", "immutable", "increase_only", "decrease_only", "proxy"):
         check_names(f"features.{field}", getattr(rules, field))
-    for field in ("lower", "upper", "max_change", "cost"):
+    for field in ("lower", "upper", "max_change", "cost", "types", "steps", "levels"):
         check_names(f"features.{field}", getattr(rules, field))
+    for i, group in enumerate(rules.onehot):
+        check_names(f"features.onehot.{i}", group)
     for pname, pop in scenario.populations.items():
         for field in ("actionable", "increase_only", "decrease_only"):
             check_names(f"populations.{pname}.{field}", getattr(pop, field))

@@ -12,6 +12,8 @@ from pydantic import (
 
 from recourse_sim.scenarios.base import NonNegative, _disjoint, _Model
 
+FeatureType = Literal["continuous", "integer", "binary", "ordinal", "categorical"]
+
 
 class FeatureRules(_Model):
     """How people can change their features, on top of the world's own declaration.
@@ -33,6 +35,17 @@ class FeatureRules(_Model):
     # is one standard deviation of the feature in the world's data
     cost: dict[str, NonNegative | Literal["std"]] | Literal["std"] = {}
     p: float = 2.0  # norm of the cost, 1, 2 or inf
+    # feature types, over the world's own: continuous, integer (whole steps), binary (0/1),
+    # ordinal (one of ordered levels) or categorical (one of level codes, no order)
+    types: dict[str, FeatureType] = {}
+    # step of an integer feature (its unit; default 1): a change is a whole number of steps
+    steps: dict[str, float] = {}
+    # allowed values of an ordinal feature (its order) or a one-column categorical feature
+    # (default for a CSV column: the values it takes in the file)
+    levels: dict[str, list[float]] = {}
+    # one-hot categorical features: each a list of 0/1 columns, exactly one of them 1; a
+    # change switches the level (one column 1 → 0, another 0 → 1)
+    onehot: list[list[str]] = []
     _INFINITE_OK = frozenset({"p"})
 
     @field_validator("p")
@@ -46,4 +59,17 @@ class FeatureRules(_Model):
     def _no_contradictions(self) -> FeatureRules:
         _disjoint(self.actionable or [], self.immutable, "actionable", "immutable")
         _disjoint(self.increase_only, self.decrease_only, "increase_only", "decrease_only")
+        for name, step in self.steps.items():
+            if not step > 0:
+                raise ValueError(f"steps.{name}: an integer step must be > 0, got {step}")
+        for name, values in self.levels.items():
+            if not values:
+                raise ValueError(
+                    f"levels.{name}: an ordinal or categorical feature has no allowed level"
+                )
+        for i, group in enumerate(self.onehot):
+            if not group:
+                raise ValueError(
+                    f"onehot.{i}: the categorical group has no allowed level (no column)"
+                )
         return self

@@ -147,7 +147,9 @@ class DatasetWorld(_Model):
     people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
 
 
-ColumnType = Literal["numeric", "integer", "binary"]
+# numeric: any number; integer: whole numbers; binary: 0/1; ordinal: ordered levels (the
+# column's values); categorical: level codes (the column's values, no order)
+ColumnType = Literal["numeric", "integer", "binary", "ordinal", "categorical"]
 
 
 class GroupBins(_Model):

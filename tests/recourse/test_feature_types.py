@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,8 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from recourse_sim.agents import CollectiveSignal
+from recourse_sim.agents.strategies import Controlled
 from recourse_sim.errors import ConfigError
-from recourse_sim.recourse import ActionSet
+from recourse_sim.learners import LogisticRegression, MLPClassifier
+from recourse_sim.recourse import ActionSet, individual_recourse
+from recourse_sim.recourse.collective import collective_recourse
+from recourse_sim.recourse.genre import best_sample
 
 TOL = 1e-9
 
@@ -242,3 +249,71 @@ def test_torch_in_torch_out():
     out = a.project(torch.zeros(1, 2), torch.tensor([[0.7, 0.3]]))
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
     torch.testing.assert_close(out, torch.tensor([[1.0, 0.3]]))
+
+
+# -- every method's output respects the types ------------------------------------------
+
+
+@functools.cache
+def _learner(kind: str, d: int):
+    """A fitted learner over d features (cached: hypothesis draws the same widths again)."""
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(200, d)) * 2
+    y = (X @ rng.normal(size=d) + 0.5 * rng.normal(size=200) > 0).astype(np.int64)
+    if kind == "logistic":
+        return LogisticRegression(C=1.0).fit(X, y)
+    torch.manual_seed(0)
+    return MLPClassifier(hidden=(8,), fit_epochs=30, random_state=0).fit(X, y)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(
+    typed_problems(n_rows=5),
+    st.sampled_from(["pgd", "wachter", "linear"]),
+    st.sampled_from(["budget", "min_cost"]),
+    st.sampled_from(["logistic", "mlp"]),
+)
+def test_individual_methods_respect_every_type(problem, method, objective, kind):
+    a, X, _ = problem
+    learner = _learner(kind, a.n_features)
+    res = individual_recourse(learner, X, 1, a, method, objective=objective, steps=15)
+    check_typed_feasible(a, X, res.delta)
+    if objective == "min_cost":  # a reported success is a real one at the typed δ
+        assert (learner.predict(X + res.delta)[res.success] == 1).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(typed_problems(n_rows=4), st.integers(0, 2**31))
+def test_genre_projection_respects_every_type(problem, seed):
+    a, X, _ = problem
+    rng = np.random.default_rng(seed)
+    samples = X[:, None, :] + rng.normal(size=(len(X), 3, a.n_features)) * 2
+    learner = _learner("logistic", a.n_features)
+    for need in (None, np.full(len(X), 0.5)):
+        res = best_sample(X, samples, learner, a, need)
+        check_typed_feasible(a, X, res.delta)
+
+
+@settings(max_examples=30, deadline=None)
+@given(typed_problems(n_rows=6), st.sampled_from(["pgd", "fgm"]), st.integers(0, 2**31))
+def test_collective_reports_respect_every_type(problem, method, seed):
+    a, X, _ = problem
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, len(X))
+    y[:2] = [0, 1]
+    members = rng.random(len(X)) < 0.7
+    learner = _learner("logistic", a.n_features)
+    queries = X[:2] + 0.1
+    res = collective_recourse(learner, X, y, queries, 1, a, members=members, steps=5, method=method)
+    check_typed_feasible(a, X, res.delta)
+    assert (res.delta[~members] == 0).all()
+    # the strategies that report a projected move: controlled, collective_signal
+    controlled = Controlled("c", None, a)
+    action = rng.uniform(-1, 1, (len(X), int(a.actionable.sum())))
+    check_typed_feasible(a, X, controlled.perturb(X, action))
+    signal = CollectiveSignal(
+        "s", SimpleNamespace(signal={"count": 1.4, "flag": 0.6, "level1": 1.0}, set_label=False), a
+    )
+    moved = signal.act(learner, X, y, members, queries, 1)
+    check_typed_feasible(a, X, moved)
