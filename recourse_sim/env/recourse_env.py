@@ -1464,7 +1464,7 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
             target[j] = per_sd[j] if value == "std" else value
     # types: the world's, then the scenario's by name; levels likewise
     types = dict(zip(names, f.types, strict=False)) | rules.types
-    in_groups = {name for group in rules.onehot for name in group}
+    in_groups = {name for group in rules.onehot_groups for name in group}
     levels = {name: list(v) for name, v in f.levels.items() if name not in in_groups}
     levels |= rules.levels
     try:
@@ -1483,7 +1483,7 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
             feature_types=types,
             steps=rules.steps,
             levels=levels,
-            onehot_groups=rules.onehot,
+            onehot_groups=rules.onehot_groups,
         )
     except ConfigError as exc:
         raise ConfigError(f"{scenario.source}: features: {exc}") from None

@@ -172,7 +172,7 @@ class ActionSet:
                 raise InfeasibleActionSetError(
                     f"feature {label[int(np.argmax(clash))]!r} is declared both {what} and {other}"
                 )
-        types, steps, levels, groups = self._resolve_types(n, names, label, inc | dec)
+        types, steps, levels, groups = self._resolve_types(n, names, label, inc, dec)
         # a discrete feature's values lie within its levels' range (binary: [0, 1])
         lower, upper = lower.copy(), upper.copy()  # (may be the caller's arrays)
         for j, values in levels.items():
@@ -211,7 +211,7 @@ class ActionSet:
         object.__setattr__(self, "levels_", levels)
         object.__setattr__(self, "onehot_groups_", groups)
 
-    def _resolve_types(self, n, names, label, monotone):
+    def _resolve_types(self, n, names, label, inc, dec):
         """(types_, step_, levels_, onehot_groups_) from the declared types, checked."""
         types = np.full(n, "continuous", dtype=object)
         for j, kind in _by_feature(n, self.feature_types, names, "feature_types").items():
@@ -274,13 +274,13 @@ class ActionSet:
         for j in np.flatnonzero(np.isin(types, ("ordinal", "categorical")) & ~in_group):
             if len(levels.get(int(j), ())) == 0:
                 raise ConfigError(f"levels: {types[j]} feature {label[j]!r} has no allowed level")
-        categorical = (types == "categorical") & monotone
-        if categorical.any():
-            j = int(np.argmax(categorical))
-            raise ConfigError(
-                f"feature {label[j]!r} is categorical: a monotone rule (increase_only / "
-                "decrease_only) needs an order of its levels (declare it ordinal)"
-            )
+        for rule, mask in (("increase_only", inc), ("decrease_only", dec)):
+            if (categorical := (types == "categorical") & mask).any():
+                j = int(np.argmax(categorical))
+                raise ConfigError(
+                    f"{rule}: feature {label[j]!r} is categorical; a monotone rule needs an "
+                    "order of its levels (declare it ordinal)"
+                )
         for value in levels.values():
             value.flags.writeable = False
         return types.astype(str), step, dict(sorted(levels.items())), tuple(groups)

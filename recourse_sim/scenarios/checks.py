@@ -199,8 +199,29 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         check_names(f"features.{field}", getattr(rules, field))
     for field in ("lower", "upper", "max_change", "cost", "types", "steps", "levels"):
         check_names(f"features.{field}", getattr(rules, field))
-    for i, group in enumerate(rules.onehot):
-        check_names(f"features.onehot.{i}", group)
+    for i, group in enumerate(rules.onehot_groups):
+        check_names(f"features.onehot_groups.{i}", group)
+        if all(rules.upper.get(f, float("inf")) < 1 for f in group):
+            fail(
+                f"features.onehot_groups.{i}",
+                "the categorical group has no allowed level (every column's upper bound is "
+                "below 1)",
+            )
+    # a categorical feature has no order for a monotone rule to follow
+    categorical = {f for f, kind in rules.types.items() if kind == "categorical"}
+    categorical |= {f for group in rules.onehot_groups for f in group}
+    monotone = [("features", rules)] + [
+        (f"populations.{n}", p) for n, p in scenario.populations.items()
+    ]
+    for where, holder in monotone:
+        for field in ("increase_only", "decrease_only"):
+            for f in getattr(holder, field):
+                if f in categorical:
+                    fail(
+                        f"{where}.{field}",
+                        f"feature {f!r} is categorical; a monotone rule needs an order of "
+                        "its levels (declare it ordinal)",
+                    )
     for pname, pop in scenario.populations.items():
         for field in ("actionable", "increase_only", "decrease_only"):
             check_names(f"populations.{pname}.{field}", getattr(pop, field))

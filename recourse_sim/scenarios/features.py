@@ -45,7 +45,7 @@ class FeatureRules(_Model):
     levels: dict[str, list[float]] = {}
     # one-hot categorical features: each a list of 0/1 columns, exactly one of them 1; a
     # change switches the level (one column 1 → 0, another 0 → 1)
-    onehot: list[list[str]] = []
+    onehot_groups: list[list[str]] = []
     _INFINITE_OK = frozenset({"p"})
 
     @field_validator("p")
@@ -67,9 +67,9 @@ class FeatureRules(_Model):
                 raise ValueError(
                     f"levels.{name}: an ordinal or categorical feature has no allowed level"
                 )
-        for i, group in enumerate(self.onehot):
+        for i, group in enumerate(self.onehot_groups):
             if not group:
                 raise ValueError(
-                    f"onehot.{i}: the categorical group has no allowed level (no column)"
+                    f"onehot_groups.{i}: the categorical group has no allowed level (no column)"
                 )
         return self
