@@ -319,62 +319,115 @@ def repair_types(
     *,
     decided=None,
     loss=None,
+    resolve=None,
 ) -> np.ndarray:
     """A relaxed answer δ (n, d; feasible but for the feature types) moved onto the typed
     action set, for the ``min_cost`` objective (`decided`: δ ↦ (n,) whether x + δ gets
     the goal decision) or the ``budget`` objective (`loss`: δ ↦ (n,) goal loss at x + δ).
 
-    Three candidates per row, from `ActionSet.rounded`: the discrete features rounded
-    in `direction` (the goal score's gradient), to the nearest allowed value, and towards
-    x. Each keeps the relaxed continuous features, scaled back until the budget holds
-    (a candidate whose discrete part alone breaks it is dropped); for ``min_cost`` they
-    are then scaled back as far as the decision allows (`least_share`). ``budget``
-    keeps the candidate of lowest loss (rounding towards x always qualifies);
-    ``min_cost`` the cheapest that gets the decision, or δ = 0 where none does.
+    A dive: the discrete features (a one-hot group as one) are settled one at a time,
+    the coarsest first (largest cost of one step or level). Each one's candidates are
+    its roundings from `ActionSet.rounded` (in `direction`, the goal score's gradient; to
+    the nearest allowed value; towards x); for each, the features not settled yet
+    follow the current answer's direction, scaled: ``budget`` up to its length, as far
+    as the budget allows; ``min_cost`` just as far as the decision needs, beyond that
+    length if a rounding went against the goal (within box and budget). `resolve`
+    (``min_cost``): (answer (n, d), settled mask (d,)) ↦ (δ, whether found), the
+    cheapest completion of the unsettled features where the caller can solve for it
+    exactly (a linear model), used instead. Per row the candidate of lowest loss
+    (``budget``; rounding towards x always qualifies) or the cheapest that gets the
+    decision within the budget (``min_cost``; none: δ = 0) is kept.
     """
     if not action_set.typed:
         return relaxed
     if (decided is None) == (loss is None):
         raise ConfigError("repair_types needs one of decided (min_cost) or loss (budget)")
-    discrete = action_set.discrete_mask
     box = action_set.box(X)
-    best = np.zeros_like(relaxed)
-    best_key = np.full(len(X), np.inf)
-    for mode in ("direction", "nearest", "toward"):
-        rounded = action_set.rounded(X, relaxed, mode, direction, box)
-        fixed = np.where(discrete, rounded, 0.0)
-        free = rounded - fixed
-        scale = _budget_share(action_set, fixed, free)
-        ok = scale >= 0
-        free *= np.maximum(scale, 0.0)[:, None]
-        if decided is not None:
-            delta = fixed + least_share(decided, fixed, free)[:, None] * free
-            ok &= decided(delta)
-            key = np.asarray(action_set.cost(delta))
+    settled = ~action_set.discrete_mask
+    delta = np.array(relaxed, dtype=np.float64)
+    found = np.ones(len(X), bool)
+    for unit in _discrete_units(action_set):
+        settled = settled.copy()
+        settled[unit] = True
+        best, best_key = delta.copy(), np.full(len(X), np.inf)
+        for mode in ("direction", "nearest", "toward"):
+            trial = delta.copy()
+            trial[:, unit] = action_set.rounded(X, delta, mode, direction, box)[:, unit]
+            if resolve is not None:
+                trial, ok = resolve(trial, settled)
+            else:
+                trial, ok = _complete(action_set, trial, settled, box, decided)
+            cost = np.asarray(action_set.cost(trial))
+            if decided is not None:
+                ok &= decided(trial) & (cost <= action_set.epsilon)
+                key = cost
+            else:
+                key = loss(trial)
+            better = ok & (key < best_key)
+            best[better], best_key[better] = trial[better], key[better]
+        delta, found = best, found & np.isfinite(best_key)
+    return np.where(found[:, None], delta, 0.0)
+
+
+def _discrete_units(action_set: ActionSet) -> list[np.ndarray]:
+    """The actionable discrete features as units a repair settles together (a one-hot
+    group is one), the coarsest first: largest cost of one step (integer), of the
+    smallest gap between levels (binary, ordinal, categorical) or of one column's change
+    (one-hot)."""
+    w = action_set.weights_
+    moving = action_set.actionable
+    units, coarseness = [], []
+    for j in np.flatnonzero(action_set.step_ > 0):
+        units.append(np.array([j]))
+        coarseness.append(w[j] * action_set.step_[j])
+    for j, values in action_set.levels_.items():
+        units.append(np.array([j]))
+        coarseness.append(w[j] * (np.diff(values).min() if len(values) > 1 else 0.0))
+    for g in action_set.onehot_groups_:
+        units.append(g)
+        coarseness.append(w[g].max())
+    order = np.argsort(-np.asarray(coarseness), kind="stable")
+    return [units[i] for i in order if moving[units[i]].any()]
+
+
+def _complete(action_set: ActionSet, trial: np.ndarray, settled: np.ndarray, box, decided):
+    """`repair_types`'s completion without a solver: the unsettled features of `trial`
+    scaled (see there); (δ, whether the settled part keeps the budget)."""
+    fixed = np.where(settled, trial, 0.0)
+    free = trial - fixed
+    longest = _longest_share(action_set, fixed, free, box)
+    ok = longest >= 0
+    if decided is None:
+        return fixed + np.clip(longest, 0.0, 1.0)[:, None] * free, ok
+    free *= np.maximum(longest, 0.0)[:, None]
+    return fixed + least_share(decided, fixed, free)[:, None] * free, ok
+
+
+def _longest_share(action_set: ActionSet, fixed: np.ndarray, free: np.ndarray, box):
+    """Per row the largest s ≥ 0 with fixed + s·free in the box and the budget (fixed on
+    the discrete features, free on the continuous ones: the cost grows with s in closed
+    form); −1 where the discrete part alone breaks the budget."""
+    eps, p = action_set.epsilon, action_set.p
+    w = action_set.weights_
+    lo, hi = (np.asarray(b, dtype=np.float64) for b in box)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # the box: each moving continuous feature up to its bound
+        ratio = np.where(free > 0, hi / free, np.where(free < 0, lo / free, np.inf))
+        s_box = np.nan_to_num(ratio, nan=np.inf).min(1)
+        c_fixed, c_free = np.abs(w * fixed), np.abs(w * free)
+        if p == 1:
+            s_budget = (eps - c_fixed.sum(1)) / c_free.sum(1)
+            spent = c_fixed.sum(1)
+        elif p == 2:
+            spent = np.sqrt((c_fixed**2).sum(1))
+            s_budget = np.sqrt(np.maximum(eps**2 - spent**2, 0.0)) / np.sqrt((c_free**2).sum(1))
         else:
-            delta = fixed + free
-            key = loss(delta)
-        better = ok & (key < best_key)
-        best[better], best_key[better] = delta[better], key[better]
-    return best
-
-
-def _budget_share(action_set: ActionSet, fixed: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Per row the largest s ∈ [0, 1] with cost(fixed + s·free) ≤ ε (by bisection, on
-    the feasible side); −1 where even s = 0 breaks the budget."""
-    eps = action_set.epsilon
-
-    def within(s: np.ndarray) -> np.ndarray:
-        return np.asarray(action_set.cost(fixed + s[:, None] * free)) <= eps
-
-    low, high = np.zeros(len(fixed)), np.ones(len(fixed))
-    full, none = within(high), ~within(low)
-    for _ in range(BOUNDARY_STEPS):
-        mid = 0.5 * (low + high)
-        ok = within(mid)
-        low = np.where(ok, mid, low)
-        high = np.where(ok, high, mid)
-    return np.where(none, -1.0, np.where(full, 1.0, low))
+            spent = c_fixed.max(1)
+            s_budget = eps / c_free.max(1)
+    s_budget = np.where(np.isnan(s_budget), np.inf, s_budget) * (1 - 1e-12)
+    s = np.minimum(s_box, s_budget)
+    s = np.where(np.isfinite(s), s, 1.0)  # nothing moves (free = 0): any share
+    return np.where(spent > eps, -1.0, np.maximum(s, 0.0))
 
 
 def linear_min_cost(
@@ -395,24 +448,55 @@ def linear_min_cost(
     q = np.broadcast_to((1.0 + np.asarray(margin)) / 2, (len(X),)) if need is None else need
     with np.errstate(divide="ignore", over="ignore"):
         required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
-    gap = required - value
+    boundary = required - value
     # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
-    gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
+    gap = boundary + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
     with np.errstate(invalid="ignore"):
         delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
     ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
     delta = np.where(ok[:, None], delta, 0.0)
     if action_set.typed:
-        # Mixed types: the relaxed optimum repaired (`repair_types`); an exact
+        # Mixed types: the relaxed optimum repaired (`repair_types`), each rounding of the
+        # discrete features completed by the exact cheapest continuous move; an exact
         # mixed-integer solver for linear models replaces this step where available.
+        def resolve(trial: np.ndarray, settled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            fixed = np.where(settled, trial, 0.0)
+            rest = gap - np.einsum("ij,ij->i", coef, fixed)
+            with np.errstate(invalid="ignore"):
+                free, reachable = cheapest_linear_recourse(
+                    coef, rest, X + fixed, _held_still(action_set, settled)
+                )
+            return fixed + free, reachable
+
         delta = repair_types(
             action_set,
             X,
             delta,
             coef,
-            decided=lambda d: np.einsum("ij,ij->i", coef, d) >= gap,
+            decided=lambda d: np.einsum("ij,ij->i", coef, d) >= boundary,
+            resolve=resolve,
         )
     return delta
+
+
+def _held_still(action_set: ActionSet, settled: np.ndarray) -> ActionSet:
+    """The action set with the `settled` features held still (their part is fixed), for
+    the cheapest completion by the others (their types relaxed)."""
+    still = action_set.immutable_mask | settled
+    names = action_set.feature_names
+    return ActionSet(
+        action_set.n_features,
+        immutable=np.flatnonzero(still).tolist(),
+        increase_only=np.flatnonzero(action_set.increase_mask & ~still).tolist(),
+        decrease_only=np.flatnonzero(action_set.decrease_mask & ~still).tolist(),
+        lower=action_set.lower_,
+        upper=action_set.upper_,
+        max_change=action_set.max_change_,
+        cost_weights=action_set.weights_,
+        p=action_set.p,
+        epsilon=action_set.epsilon,
+        feature_names=names,
+    )
 
 
 def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):
