@@ -399,7 +399,12 @@ def _complete(action_set: ActionSet, trial: np.ndarray, settled: np.ndarray, box
     ok = longest >= 0
     if decided is None:
         return fixed + np.clip(longest, 0.0, 1.0)[:, None] * free, ok
-    free *= np.maximum(longest, 0.0)[:, None]
+    # within the answer's own length where that decides (a model need not be monotone
+    # beyond it), else stretched as far as box and budget allow
+    longest = np.maximum(longest, 0.0)
+    own = np.minimum(longest, 1.0)
+    length = np.where(decided(fixed + own[:, None] * free), own, longest)
+    free *= length[:, None]
     return fixed + least_share(decided, fixed, free)[:, None] * free, ok
 
 
