@@ -9,6 +9,7 @@ from recourse_sim.recourse.individual import (
     RecourseResult,
     cheapest_linear_recourse,
     individual_recourse,
+    repair_types,
 )
 from recourse_sim.recourse.ross import (
     PareThreshold,
@@ -41,4 +42,5 @@ __all__ = [
     "recourse_delta",
     "recourse_rates",
     "recourse_scores",
+    "repair_types",
 ]
