@@ -462,8 +462,9 @@ def linear_min_cost(
     delta = np.where(ok[:, None], delta, 0.0)
     if action_set.typed:
         # Mixed types: the relaxed optimum repaired (`repair_types`), each rounding of the
-        # discrete features completed by the exact cheapest continuous move; an exact
-        # mixed-integer solver for linear models replaces this step where available.
+        # discrete features completed by the exact cheapest move of the unsettled ones.
+        # The place for an exact mixed-integer solver: it takes (value, coef, X,
+        # action_set, gap) and returns δ (0 where nothing within ε decides), as here.
         def resolve(trial: np.ndarray, settled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             fixed = np.where(settled, trial, 0.0)
             rest = gap - np.einsum("ij,ij->i", coef, fixed)
