@@ -93,13 +93,23 @@ def spread_quantile(spec, v: np.ndarray) -> np.ndarray:
 
 
 def adapt(
-    spec, result: IndividualResult, v: np.ndarray, enough: np.ndarray | None = None
+    spec,
+    result: IndividualResult,
+    v: np.ndarray,
+    enough: np.ndarray | None = None,
+    action_set: ActionSet | None = None,
+    X: np.ndarray | None = None,
 ) -> IndividualResult:
     """The changes seekers make this round: each recourse δ scaled by min(``move``,
     τ / cost(δ), `enough`), τ the person's effort tolerance (`effort_tolerance`; none: no
     cap) and `enough` the share of δ that just gets the decision (``just_enough``; the
     environment finds it). Costs are norms, so a scaled change costs that share of
-    cost(δ); it lies between x and x + δ, so it stays in the (convex) action set."""
+    cost(δ); it lies between x and x + δ, so it stays in the box and budget.
+
+    With a typed `action_set` (and the rows' reports `X`) the scaled change is put back
+    on the types between x and x + δ: where `enough` binds, on the side of x + δ (so the
+    decision it just gets holds), elsewhere on the side of x (so no cap is exceeded);
+    its cost is then the action set's."""
     scale = np.full(len(result.cost), float(spec.move))
     if enough is not None:
         scale = np.minimum(scale, enough)
@@ -111,8 +121,15 @@ def adapt(
     if (scale >= 1.0).all():
         return result
     scale = np.where(result.tried, scale, 0.0)
+    delta = result.delta * scale[:, None]
+    if action_set is None or not action_set.typed:
+        return IndividualResult(delta=delta, tried=result.tried, cost=result.cost * scale)
+    toward = action_set.rounded(X, delta, "toward")
+    if enough is not None:
+        outward = action_set.rounded(X, delta, "direction", result.delta)
+        toward = np.where((scale == enough)[:, None], outward, toward)
     return IndividualResult(
-        delta=result.delta * scale[:, None], tried=result.tried, cost=result.cost * scale
+        delta=toward, tried=result.tried, cost=np.asarray(action_set.cost(toward))
     )
 
 

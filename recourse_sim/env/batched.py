@@ -594,7 +594,8 @@ class BatchedRecourseEnv(VectorEnv):
             idle = tie_key(p[world, row]) >= tie_key(cut[world])
             if idle.any():
                 delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
-        res = adapt(s.spec, IndividualResult(delta, found_tried, found_cost), st["v"][world, row])
+        found = IndividualResult(delta, found_tried, found_cost)
+        res = adapt(s.spec, found, st["v"][world, row], action_set=s.action_set, X=X_rows)
         X_rep[world, row] += res.delta
         tried[world, row] |= res.tried
         cost[world, row] = np.where(res.tried, res.cost, cost[world, row])

@@ -919,7 +919,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             enough = None
             if s.spec.just_enough and found.tried.any():
                 enough = self._just_enough(X_rep, found.delta, found.tried, c.group, cut)
-            res = adapt(s.spec, found, c.v, enough)
+            res = adapt(s.spec, found, c.v, enough, s.action_set, X_rep)
             acted |= res.tried
             if s.spec.reapply == "next_round":
                 later += res.delta

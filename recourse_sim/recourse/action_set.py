@@ -44,6 +44,8 @@ _ROOT_STEPS = 100  # cap on root-search steps; most rows converge in under 5
 # Relative excess that the multiplier's Newton steps aim at: inside the budget by less
 # than the search's tolerance (1e-13), by more than the excess's rounding error.
 _NEWTON_AIM = 5e-14
+# Relative distance below which a value counts as on a step or level (float rounding).
+_HAIR = 1e-12
 
 
 def _mask(n: int, which: Features, names: tuple[str, ...] | None, field_name: str) -> np.ndarray:
@@ -432,6 +434,8 @@ class ActionSet:
         for j in np.flatnonzero(self.step_ > 0):
             s = self.step_[j]
             k = delta[:, j] / s
+            # a whole number of steps that division left a hair off stays that number
+            k = np.where(np.abs(k - np.round(k)) <= _HAIR * (1 + np.abs(k)), np.round(k), k)
             if mode == "nearest":
                 k = np.round(k)
             elif mode == "toward":
@@ -453,9 +457,12 @@ class ActionSet:
             allowed = (cand >= (x + lo[:, j])[:, None]) & (cand <= (x + hi[:, j])[:, None])
             allowed[:, -1] = True
             gap = cand - target[:, None]
+            # a level that x + δ misses by rounding alone is x + δ
+            gap[np.abs(gap) <= _HAIR * (1 + np.abs(cand))] = 0.0
             if mode == "toward":
                 between = (cand - x[:, None]) * np.sign(target - x)[:, None] >= 0
-                allowed &= between & (np.abs(cand - x[:, None]) <= np.abs(target - x)[:, None])
+                within = np.abs(cand - x[:, None]) <= np.abs(target - x)[:, None]
+                allowed &= between & (within | (gap == 0))
                 allowed[:, -1] = True
             elif mode == "direction":
                 side = np.sign(direction[:, j])[:, None] * gap >= 0

@@ -65,3 +65,44 @@ def test_tolerances_follow_their_distribution():
     lognormal = _spec(tolerance={"kind": "lognormal", "median": 0.8, "sigma": 0.4}).tolerance
     dist = stats.lognorm(s=0.4, scale=0.8)
     assert stats.kstest(effort_tolerance(lognormal, v), dist.cdf).statistic < 1e-3
+
+
+def test_typed_moves_stay_on_the_types_and_caps():
+    """A share of an integer, yes/no or one-hot move is a whole one: never beyond the
+    share where a cap binds, and on the recourse's side where just enough binds."""
+    rng = np.random.default_rng(4)
+    n = 300
+    aset = ActionSet(
+        5,
+        feature_types=["integer", "binary", "continuous", "continuous", "continuous"],
+        onehot_groups=[[3, 4]],
+        cost_weights=[1.0, 2.0, 0.5, 1.0, 1.0],
+        p=1,
+        epsilon=6.0,
+    )
+    X = np.column_stack(
+        [
+            rng.integers(0, 5, n),
+            rng.integers(0, 2, n),
+            rng.random(n),
+            np.eye(2)[rng.integers(0, 2, n)],
+        ]
+    ).astype(float)
+    delta = aset.project(X, rng.normal(size=(n, 5)) * 3)
+    tried = rng.random(n) < 0.8
+    delta[~tried] = 0.0
+    res = IndividualResult(delta, tried, np.asarray(aset.cost(delta)))
+    v = rng.random(n)
+    spec = _spec(move=0.7, tolerance={"kind": "uniform", "low": 0.2, "high": 3.0})
+    out = adapt(spec, res, v, action_set=aset, X=X)
+    assert aset.contains(X, out.delta).all()
+    np.testing.assert_allclose(out.cost, np.asarray(aset.cost(out.delta)))
+    cap = np.minimum(effort_tolerance(spec.tolerance, v), 0.7 * res.cost)
+    assert (out.cost <= cap + 1e-12).all()  # the caps hold after rounding
+    enough = rng.random(n)
+    out = adapt(_spec(), res, v, enough, action_set=aset, X=X)
+    assert aset.contains(X, out.delta).all()
+    # on the recourse's side of the share, and never beyond the recourse itself
+    share = enough[:, None] * delta
+    assert (np.abs(out.delta) >= np.abs(share) - 1e-12)[:, :2].all()
+    assert (np.abs(out.delta) <= np.abs(delta) + 1e-12).all()
