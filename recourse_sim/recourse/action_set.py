@@ -144,7 +144,8 @@ class ActionSet:
     weights_: np.ndarray = field(init=False, repr=False)
     types_: np.ndarray = field(init=False, repr=False)  # (d,) str, one of FEATURE_TYPES
     step_: np.ndarray = field(init=False, repr=False)  # (d,) integer step, 0 elsewhere
-    levels_: dict = field(init=False, repr=False)  # {j: sorted allowed values}
+    # {j: sorted allowed values} of ordinal, single-column categorical and binary ({0, 1})
+    levels_: dict = field(init=False, repr=False)
     onehot_groups_: tuple = field(init=False, repr=False)  # index arrays of one-hot groups
 
     def __post_init__(self) -> None:
