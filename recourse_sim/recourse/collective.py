@@ -72,7 +72,9 @@ class CollectiveResult:
     query_proba_after: np.ndarray  # (m, k) class probabilities of the queries under θ_H(Δ*)
     success: np.ndarray  # (m,) bool: each query is predicted its goal under θ_H(Δ*)
     cost: np.ndarray  # (N,) action-set cost of each row's perturbation
-    loss_history: np.ndarray  # query loss of the current iterate after each trial step
+    # query loss of the current iterate after each trial step (and, with feature types,
+    # last the loss after rounding onto them)
+    loss_history: np.ndarray
 
 
 def collective_recourse(
