@@ -131,6 +131,10 @@ def test_the_features_block_declares_types_steps_levels_and_onehot(tmp_path):
     assert aset.types_.tolist() == ["ordinal", "integer", "binary"]
     assert aset.step_.tolist() == [0, 2, 0]
     assert aset.levels_[0].tolist() == [1, 2, 3, 4, 5]
+    # an ordinal feature without levels takes the values it has in the rows
+    path = _typed_world(tmp_path, {"seekers": PARTIAL}, features={"types": {"courses": "ordinal"}})
+    aset = RecourseEnv(load_scenario(path)).action_set
+    assert aset.levels_[1].tolist() == [0, 1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize(

@@ -1467,6 +1467,11 @@ def _base_action_set(scenario: Scenario, world: World) -> tuple[ActionSet, np.nd
     in_groups = {name for group in rules.onehot_groups for name in group}
     levels = {name: list(v) for name, v in f.levels.items() if name not in in_groups}
     levels |= rules.levels
+    data = getattr(world, "data", None)  # (tabular worlds: the values a feature takes)
+    for j, name in enumerate(names):
+        leveled = types.get(name) in ("ordinal", "categorical") and name not in in_groups
+        if leveled and name not in levels and data is not None:
+            levels[name] = np.unique(data.X[:, j]).tolist()
     try:
         aset = ActionSet(
             n_features=len(names),

@@ -41,7 +41,7 @@ class FeatureRules(_Model):
     # step of an integer feature (its unit; default 1): a change is a whole number of steps
     steps: dict[str, float] = {}
     # allowed values of an ordinal feature (its order) or a one-column categorical feature
-    # (default for a CSV column: the values it takes in the file)
+    # (default in a dataset or CSV world: the values it takes in the rows)
     levels: dict[str, list[float]] = {}
     # one-hot categorical features: each a list of 0/1 columns, exactly one of them 1; a
     # change switches the level (one column 1 → 0, another 0 → 1)
