@@ -214,7 +214,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     n = grouped.count().max(axis=1)
     half = grouped.sem() * stats.t.ppf(0.975, np.maximum(n - 1, 1)).reshape(-1, 1)
     half[n <= 1] = np.nan
-    return mean.join(half, rsuffix="_ci").reset_index()
+    return mean.join(half.add_suffix("_ci")).reset_index()
 
 
 def markdown(table: pd.DataFrame, wall: float, cpu: float, args: Args) -> str:
