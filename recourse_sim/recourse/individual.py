@@ -597,12 +597,19 @@ def cheapest_linear_recourse(
     (p = ∞, every unsaturated feature at the same cost t), for the t at which c·δ(t)
     reaches the gap; c·δ(t) is piecewise linear in t with a breakpoint where each feature
     reaches its box end, so t is found exactly between two sorted breakpoints."""
+    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
+    return cheapest_box_recourse(coef, gap, lo, hi, action_set.weights_, action_set.p)
+
+
+def cheapest_box_recourse(
+    coef: np.ndarray, gap: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray, p: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`cheapest_linear_recourse` for explicit per-row bounds lo ≤ δ ≤ hi ((n, d), with
+    lo ≤ 0 ≤ hi), cost weights `w` (d,) and norm `p`."""
     c = np.asarray(coef, dtype=np.float64)
     gap = np.asarray(gap, dtype=np.float64)
-    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
     corner = np.where(c > 0, hi, np.where(c < 0, lo, 0.0))  # the box end that gains
     n = len(c)
-    w = action_set.weights_
     free = w == 0
     delta = np.zeros_like(c)
     todo = gap > 0
@@ -623,10 +630,10 @@ def cheapest_linear_recourse(
     rest = todo & ~enough_free
     residual = gap - np.where(free.any(), gain_free, 0.0)
     priced = ~free & (c != 0)
-    if action_set.p == 1:
+    if p == 1:
         gain, move = _knapsack(c, corner, w, priced, residual)
     else:
-        gain, move = _breakpoints(c, corner, w, priced, residual, action_set.p)
+        gain, move = _breakpoints(c, corner, w, priced, residual, p)
     reachable = ~todo | enough_free | (gain >= residual)
     delta = np.where((rest & reachable)[:, None] & priced, move, delta)
     # unreachable: the corner of largest gain
