@@ -124,22 +124,244 @@ def mixed_cheapest_recourse(
     types = feature_types(action_set)
     units = _units(types, X, c, lo, hi)
     rlo, rhi = _relaxed_box(types, units, lo, hi)
-    delta, reachable = cheapest_box_recourse(c, gap, rlo, rhi, w, p)
+    delta, _ = cheapest_box_recourse(c, gap, rlo, rhi, w, p)
+    # integer and continuous features move only in their gaining direction
+    reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
+    reachable = (gap <= 0) | (gap <= _largest_gain(types, units, c, reach))
     n = len(X)
     rel_gap = np.zeros(n)
     todo = np.flatnonzero(reachable & (gap > 0) & ~_respects(types, X, delta))
-    if len(todo):
-        relaxed_cost = _norm(w * delta, p)
-        # integer and continuous features move only in their gaining direction
-        reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
-        for i in todo:
-            row = _RowProgram(i, c[i], gap[i], reach[i], types, units, w, p)
-            found, rel_gap[i] = row.solve(relaxed_cost[i], rtol, max_rounds)
-            reachable[i] = found is not None
-            delta[i] = found if found is not None else 0.0
+    if len(todo) and p == 1:
+        delta[todo] = _branch_and_bound(
+            c[todo],
+            gap[todo],
+            X[todo],
+            rlo[todo],
+            rhi[todo],
+            w,
+            types,
+            [u.rows(todo) for u in units],
+        )
+    elif len(todo) and p == np.inf:
+        delta[todo] = _cost_bisection(
+            c[todo], gap[todo], reach[todo], _norm(w * delta[todo], p), w, types,
+            [u.rows(todo) for u in units],
+        )  # fmt: skip
+    elif len(todo):
+        # each row's objective is scaled so that its lower bound, the relaxation's cost,
+        # is 1: HiGHS's absolute gap tolerance (1e-6) is then a relative one per row
+        relaxed_cost = _norm(w * delta[todo], p)
+        scale = 1.0 / np.maximum(relaxed_cost, 1e-300)
+        rows = [
+            _RowProgram(i, c[i], gap[i], reach[i], types, units, w, p, s, lower)
+            for i, s, lower in zip(todo, scale, relaxed_cost, strict=True)
+        ]
+        _solve(rows, rtol, max_rounds)
+        delta[todo] = [row.best for row in rows]
+        rel_gap[todo] = [row.gap for row in rows]
     delta[~reachable] = 0.0
     cost = np.where(reachable, _norm(w * delta, p), np.inf)
     return MixedResult(delta, reachable, cost, rel_gap, len(todo))
+
+
+def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.ndarray):
+    """Each row's largest c·δ over the typed moves in the box."""
+    span = reach.copy()
+    grid = types.step > 0
+    span[:, grid] = np.floor(reach[:, grid] / types.step[grid] + _TOL) * types.step[grid]
+    with np.errstate(invalid="ignore"):  # inf · 0
+        gain = np.where(types.in_unit | (c == 0), 0.0, np.abs(c) * span).sum(1)
+    for u in units:
+        gain += np.where(u.useful, u.gain, 0.0).max(1, initial=0.0)
+    return gain
+
+
+def _branch_and_bound(c, gap, X, lo, hi, w, types: _Types, units: list[_Unit]) -> np.ndarray:
+    """p = 1: best-bound-free branch and bound, all rows' open nodes at once. A node is
+    a box [lo, hi] on δ whose discrete features' ends are allowed moves; its bound is the
+    box's continuous optimum (a knapsack in closed form). A node whose optimum respects
+    the types is a candidate; else it splits on the first discrete feature off its grid
+    (below / above its value) or, that failing, the first one-hot group not at a level
+    (one child per useful switch and one that stays)."""
+    n, d = c.shape
+    best = np.zeros((n, d))
+    incumbent = np.full(n, np.inf)
+    row = np.arange(n)
+    moves = _allowed_moves(types, units, d)
+    while len(row):
+        # the cost of a box is that of its point nearest 0 plus the knapsack from there
+        # (every move the knapsack makes is away from 0, so the costs add)
+        base = np.clip(0.0, lo, hi)
+        need = gap[row] - np.einsum("nd,nd->n", c[row], base)
+        step, ok = cheapest_box_recourse(c[row], need, lo - base, hi - base, w, 1)
+        delta = base + step
+        bound = np.abs(delta) @ w
+        alive = ok & (bound < incumbent[row] * (1 - 1e-12))
+        done = alive & _respects(types, X[row], delta)
+        for k in np.flatnonzero(done):  # (few: one per row and round at most, mostly)
+            i = row[k]
+            if bound[k] < incumbent[i]:
+                incumbent[i], best[i] = bound[k], delta[k]
+        split = alive & ~done
+        row, lo, hi, delta = row[split], lo[split], hi[split], delta[split]
+        if not len(row):
+            break
+        row, lo, hi = _split(row, lo, hi, delta, X, types, units, moves)
+    return best
+
+
+def _allowed_moves(types: _Types, units: list[_Unit], d: int):
+    """Per single-column discrete feature j: (n, m) sorted allowed moves (NaN padding;
+    None for integers, whose moves are the grid)."""
+    out = {}
+    for u in units:
+        if len(u.cols) == 1 and int(u.cols[0]) in types.levels:
+            m = np.where(u.useful, u.moves[:, :, 0], np.nan)
+            out[int(u.cols[0])] = np.sort(np.concatenate([m, np.zeros((len(m), 1))], 1), 1)
+    return out
+
+
+def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
+    """The children of nodes whose optimum δ breaks the types (see `_branch_and_bound`)."""
+    n, d = delta.shape
+    off = np.zeros((n, d), bool)
+    grid = types.step > 0
+    if grid.any():
+        k = delta[:, grid] / types.step[grid]
+        off[:, grid] = np.abs(k - np.round(k)) > _TOL
+    for j, m in moves.items():
+        off[:, j] = ~(np.abs(m[row] - delta[:, j, None]) <= _TOL).any(1)
+    single = off.any(1)
+    children = []
+    if single.any():
+        k = np.flatnonzero(single)
+        j = off[k].argmax(1)
+        v = delta[k, j]
+        below, above = np.empty(len(k)), np.empty(len(k))
+        on_grid = grid[j]
+        s, vg = types.step[j[on_grid]], v[on_grid]
+        below[on_grid], above[on_grid] = np.floor(vg / s) * s, np.ceil(vg / s) * s
+        for f in np.unique(j[~on_grid]):
+            sel = np.flatnonzero((j == f) & ~on_grid)
+            m = moves[int(f)][row[k[sel]]]
+            with np.errstate(invalid="ignore"):
+                below[sel] = np.nanmax(np.where(m < v[sel, None], m, np.nan), 1)
+                above[sel] = np.nanmin(np.where(m > v[sel, None], m, np.nan), 1)
+        for end, side in ((below, hi), (above, lo)):
+            keep = ~np.isnan(end)
+            lo_c, hi_c = lo[k[keep]].copy(), hi[k[keep]].copy()
+            (hi_c if side is hi else lo_c)[np.arange(keep.sum()), j[keep]] = end[keep]
+            fits = (lo_c <= hi_c + _TOL).all(1)
+            children.append((row[k[keep]][fits], lo_c[fits], hi_c[fits]))
+    rest = np.flatnonzero(~single)
+    if len(rest):
+        # a one-hot group off its levels: fix it to each useful switch, or to staying
+        broken = ~_respects_groups(types, X[row[rest]], delta[rest])
+        g = broken.argmax(1)
+        for gi, u in enumerate(
+            u for u in units if len(u.cols) > 1 or int(u.cols[0]) not in types.levels
+        ):
+            sel = rest[g == gi]
+            if not len(sel):
+                continue
+            options = [(np.zeros((len(sel), len(u.cols))), np.ones(len(sel), bool))]
+            options += [
+                (u.moves[row[sel], o], u.useful[row[sel], o]) for o in range(u.moves.shape[1])
+            ]
+            for move, useful in options:
+                lo_c, hi_c = lo[sel].copy(), hi[sel].copy()
+                lo_c[:, u.cols] = hi_c[:, u.cols] = move
+                children.append((row[sel][useful], lo_c[useful], hi_c[useful]))
+    return tuple(np.concatenate(parts) for parts in zip(*children, strict=True))
+
+
+def _respects_groups(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """(n, groups): whether each one-hot group of δ stays or lands on a level."""
+    out = np.ones((len(X), len(types.groups)), bool)
+    for k, g in enumerate(types.groups):
+        only = _Types(np.zeros(len(types.step)), {}, (g,))
+        out[:, k] = _respects(only, X, delta)
+    return out
+
+
+def _cost_bisection(c, gap, reach, lower, w, types: _Types, units: list[_Unit]) -> np.ndarray:
+    """p = ∞: the least cost t at which the largest gain G(t) of moves costing ≤ t each
+    reaches the gap. G is separable (each feature or unit takes its best move within t)
+    and non-decreasing, so t is bisected (to float precision; from the relaxation's cost
+    up); the discrete moves of the final t are kept and the continuous part re-solved
+    in closed form (no dearer than t)."""
+    n = len(c)
+    linear = ~types.in_unit & (c != 0)
+    step = np.where(types.step > 0, types.step, 0.0)
+    absc = np.abs(c)
+    unit_cost = [np.abs(u.moves * w[u.cols]).max(2) for u in units]
+
+    def moves_within(t: np.ndarray):
+        """(the linear features' moves |δ_j| within cost t, each unit's best option or −1)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            size = np.where(w > 0, t[:, None] / np.where(w > 0, w, 1.0), np.inf)
+            size = np.minimum(size, reach)
+            size = np.where(
+                step > 0, np.floor(size / np.where(step > 0, step, 1.0) + _TOL) * step, size
+            )
+        size = np.where(linear, size, 0.0)
+        picks = []
+        for u, cost in zip(units, unit_cost, strict=True):
+            gain = np.where(u.useful & (cost <= t[:, None]), u.gain, 0.0)
+            picks.append(np.where(gain.max(1, initial=0.0) > 0, gain.argmax(1), -1))
+        return size, picks
+
+    def largest_gain(t: np.ndarray) -> np.ndarray:
+        size, picks = moves_within(t)
+        with np.errstate(invalid="ignore"):
+            gain = np.where(size > 0, absc * size, 0.0).sum(1)
+        for u, pick in zip(units, picks, strict=True):
+            gain += np.where(pick >= 0, u.gain[np.arange(n), pick], 0.0)
+        return gain
+
+    low = np.maximum(lower, 0.0) * (1 - 1e-12)
+    high = np.maximum(lower, 1e-300)
+    for _ in range(2100):  # doubling: the dearest useful move bounds t (or float's end)
+        short = largest_gain(high) < gap
+        if not short.any():
+            break
+        low = np.where(short, high, low)
+        high = np.where(short, high * 2, high)
+    for _ in range(200):
+        if (high - low <= 1e-15 * high).all():
+            break
+        mid = 0.5 * (low + high)
+        enough = largest_gain(mid) >= gap
+        high, low = np.where(enough, mid, high), np.where(enough, low, mid)
+    size, picks = moves_within(high)
+    delta = np.where(types.step > 0, np.sign(c) * size, 0.0)
+    for u, pick in zip(units, picks, strict=True):
+        chosen = pick >= 0
+        delta[np.ix_(chosen, u.cols)] = u.moves[np.flatnonzero(chosen), pick[chosen]]
+    cont = linear & (types.step == 0)
+    residual = gap - np.einsum("nd,nd->n", c, delta)
+    if cont.any():
+        lo = np.where(cont & (c < 0), -reach, 0.0)
+        hi = np.where(cont & (c > 0), reach, 0.0)
+        move, _ = cheapest_box_recourse(np.where(cont, c, 0.0), residual, lo, hi, w, np.inf)
+        delta = np.where(cont & (residual > 0)[:, None], move, delta)
+    return delta
+
+
+def _solve(rows: list[_RowProgram], rtol: float, max_rounds: int) -> None:
+    """Solve the rows' programs, `_BATCH` rows to one call of HiGHS (their variables
+    and constraints side by side: the sum of independent objectives is least where each
+    is), for p = 2 round after round of outer approximation until each row converged."""
+    active = rows
+    for _ in range(max_rounds if rows[0].p == 2 else 1):
+        for start in range(0, len(active), _BATCH):
+            batch = active[start : start + _BATCH]
+            xs = _milp_batch([row.program() for row in batch])
+            for row, x in zip(batch, xs, strict=True):
+                row.update(x, rtol)
+        active = [row for row in active if not row.converged]
+        if not active:
+            break
 
 
 def _norm(a: np.ndarray, p: float) -> np.ndarray:
@@ -154,6 +376,9 @@ class _Unit:
     moves: np.ndarray  # (n, m, k) δ on those columns of each option
     useful: np.ndarray  # (n, m) the option is in the box and raises the score
     gain: np.ndarray  # (n, m) c·δ of each option
+
+    def rows(self, which: np.ndarray) -> _Unit:
+        return _Unit(self.cols, self.moves[which], self.useful[which], self.gain[which])
 
 
 def _units(types: _Types, X, c, lo, hi) -> list[_Unit]:
@@ -216,10 +441,14 @@ class _RowProgram:
     """One row's mixed-integer program. Variables: v_j ≥ 0 for each integer or
     continuous feature that can move the score (δ_j = sign(c_j)·scale_j·v_j, scale_j the
     integer step, v_j integer; or 1, v_j real), then a 0/1 variable per useful option of
-    each unit (at most one per unit)."""
+    each unit (at most one per unit); p = ∞ adds the cost t, p = 2 an epigraph variable
+    per linear feature. The objective is multiplied by `weight` (> 0)."""
 
-    def __init__(self, i, c, gap, reach, types: _Types, units: list[_Unit], w, p):
-        self.c, self.gap, self.reach, self.w, self.p = c, gap, reach, w, p
+    def __init__(self, i, c, gap, reach, types: _Types, units: list[_Unit], w, p, weight, lower):
+        self.c, self.target, self.reach, self.w, self.p = c, gap, reach, w, p
+        self.weight = weight
+        self.lower_sq = lower**2  # p = 2: the squared cost's best lower bound so far
+        self.best, self.best_sq, self.gap, self.converged = None, np.inf, np.inf, False
         self.d = len(c)
         linear = ~types.in_unit
         self.lin = np.flatnonzero(linear & (c != 0) & (reach > 0))
@@ -233,23 +462,20 @@ class _RowProgram:
         self.options = [(u.cols, u.moves[i, k], u.gain[i, k]) for u in units
                         for k in [np.flatnonzero(u.useful[i])] if len(k)]  # fmt: skip
         n_lin = len(self.lin)
-        n_opt = sum(len(g) for _, _, g in self.options)
+        sizes = [len(g) for _, _, g in self.options]
+        n_opt = sum(sizes)
         self.n_lin, self.nv = n_lin, n_lin + n_opt
-        gain_row = np.concatenate(
-            [np.abs(c[self.lin]) * self.scale, *(g for _, _, g in self.options)]
-        )
-        rows, self.lbs, self.ubs = [gain_row], [gap], [np.inf]
-        start = n_lin
-        for _, moves, _ in self.options:  # at most one option of each unit
-            a = np.zeros(self.nv)
-            a[start : start + len(moves)] = 1.0
-            rows.append(a)
-            self.lbs.append(-np.inf)
-            self.ubs.append(1.0)
-            start += len(moves)
-        self.A = np.array(rows)
-        self.integrality = np.concatenate([self.integer.astype(float), np.ones(n_opt)])
-        self.var_upper = np.concatenate([self.upper, np.ones(n_opt)])
+        gain = np.concatenate([np.abs(c[self.lin]) * self.scale, *(g for _, _, g in self.options)])
+        # the gain reaches the gap; at most one option of each unit
+        choose = np.zeros((len(sizes), self.nv))
+        ends = np.cumsum(sizes)
+        for k, (first, last) in enumerate(zip(ends - sizes, ends, strict=True)):
+            choose[k, n_lin + first : n_lin + last] = 1.0
+        self.A = np.vstack([gain, choose])
+        self.lbs = np.r_[gap, np.full(len(sizes), -np.inf)]
+        self.ubs = np.r_[np.inf, np.ones(len(sizes))]
+        self.integrality = np.r_[self.integer.astype(float), np.ones(n_opt)]
+        self.var_upper = np.r_[self.upper, np.ones(n_opt)]
         self.price = w[self.lin] * self.scale  # weighted move per unit of v_j
         weighted = [np.abs(moves * w[cols]) for cols, moves, _ in self.options]
         if p == 1:
@@ -259,79 +485,68 @@ class _RowProgram:
         else:
             opt = [(m**2).sum(1) for m in weighted]
         self.opt_cost = np.concatenate(opt) if opt else np.zeros(0)
+        self.cuts: list[tuple[int, float]] = []  # p = 2: tangent points (feature, v)
+        if p == 2:
+            self._add_cuts(np.where(np.isfinite(self.upper), self.upper / 2, 1.0))
 
-    def solve(self, relaxed_cost: float, rtol: float, max_rounds: int):
-        """(δ, certified relative gap), δ None where no typed move reaches the gap."""
-        if self.p == 2:
-            return self._outer_approximation(relaxed_cost, rtol, max_rounds)
-        nv, A, lbs, ubs = self.nv, self.A, self.lbs, self.ubs
+    def program(self):
+        """(objective, A, lower, upper, integrality, variable upper bounds)."""
+        nv, n_lin = self.nv, self.n_lin
         if self.p == 1:
-            obj = np.concatenate([self.price, self.opt_cost])
-            x = _milp(obj, A, lbs, ubs, self.integrality, self.var_upper)[0]
-            return (None, 0.0) if x is None else (self.finish(x), 0.0)
-        # p = ∞: minimise t (the last variable) ≥ each feature's and option's weighted move
-        extra = []
-        for j in range(self.n_lin):
-            a = np.zeros(nv + 1)
-            a[j], a[-1] = self.price[j], -1.0
-            extra.append(a)
-        start = self.n_lin
-        for _, moves, _ in self.options:
-            a = np.zeros(nv + 1)
-            a[start : start + len(moves)] = self.opt_cost[
-                start - self.n_lin : start - self.n_lin + len(moves)
-            ]
-            a[-1] = -1.0
-            extra.append(a)
-            start += len(moves)
-        A = np.vstack([np.hstack([A, np.zeros((len(A), 1))]), *extra])
-        obj = np.zeros(nv + 1)
-        obj[-1] = 1.0
-        x = _milp(
-            obj, A, lbs + [-np.inf] * len(extra), ubs + [0.0] * len(extra),
-            np.r_[self.integrality, 0.0], np.r_[self.var_upper, np.inf],
-        )[0]  # fmt: skip
-        return (None, 0.0) if x is None else (self.finish(x[:-1]), 0.0)
+            obj = np.r_[self.price, self.opt_cost]
+            return obj * self.weight, self.A, self.lbs, self.ubs, self.integrality, self.var_upper
+        if self.p == np.inf:
+            # minimise t ≥ each feature's and each unit's weighted move
+            sizes = (self.A[1:] > 0).sum(1)
+            rows = np.zeros((n_lin + len(sizes), nv + 1))
+            rows[np.arange(n_lin), np.arange(n_lin)] = self.price
+            rows[n_lin:, n_lin:nv] = self.A[1:, n_lin:] * self.opt_cost
+            rows[:, -1] = -1.0
+            A = np.vstack([np.hstack([self.A, np.zeros((len(self.A), 1))]), rows])
+            obj = np.zeros(nv + 1)
+            obj[-1] = self.weight
+            return (
+                obj, A, np.r_[self.lbs, np.full(len(rows), -np.inf)],
+                np.r_[self.ubs, np.zeros(len(rows))], np.r_[self.integrality, 0.0],
+                np.r_[self.var_upper, np.inf],
+            )  # fmt: skip
+        # p = 2: e_j ≥ (price_j·v_j)² by its tangents at the cut points a:
+        # e ≥ (price·a)² + 2 price² a (v − a)  ⇔  2 price² a v − e ≤ (price·a)²
+        rows = np.zeros((len(self.cuts), nv + n_lin))
+        bounds = np.zeros(len(self.cuts))
+        for k, (j, a) in enumerate(self.cuts):
+            rows[k, j] = 2 * self.price[j] ** 2 * a
+            rows[k, nv + j] = -1.0
+            bounds[k] = (self.price[j] * a) ** 2
+        A = np.vstack([np.hstack([self.A, np.zeros((len(self.A), n_lin))]), rows])
+        obj = np.r_[np.zeros(n_lin), self.opt_cost, np.ones(n_lin)] * self.weight**2
+        return (
+            obj, A, np.r_[self.lbs, np.full(len(rows), -np.inf)], np.r_[self.ubs, bounds],
+            np.r_[self.integrality, np.zeros(n_lin)], np.r_[self.var_upper, np.full(n_lin, np.inf)],
+        )  # fmt: skip
 
-    def _outer_approximation(self, relaxed_cost, rtol, max_rounds):
-        """p = 2: tangents of w_j²·δ_j² below the squared cost (see the module)."""
-        n_lin, nv = self.n_lin, self.nv
-        # epigraph variables e_j ≥ (w_j·scale_j·v_j)² by tangents at the points a (in v)
-        cuts: list[np.ndarray] = []
-        lbs, ubs = list(self.lbs), list(self.ubs)
+    def _add_cuts(self, v: np.ndarray) -> None:
+        for j in np.flatnonzero((v[: self.n_lin] > 0) & (self.price > 0)):
+            self.cuts.append((int(j), float(v[j])))
 
-        def add_cuts(v: np.ndarray) -> None:
-            for j in range(n_lin):
-                if v[j] > 0 and self.price[j] > 0:
-                    # e ≥ (price·a)² + 2 price² a (v − a)  ⇔  2 price² a v − e ≤ (price·a)²
-                    a = np.zeros(nv + n_lin)
-                    a[j] = 2 * self.price[j] ** 2 * v[j]
-                    a[nv + j] = -1.0
-                    cuts.append(a)
-                    lbs.append(-np.inf)
-                    ubs.append((self.price[j] * v[j]) ** 2)
-
-        obj = np.concatenate([np.zeros(n_lin), self.opt_cost, np.ones(n_lin)])
-        integrality = np.r_[self.integrality, np.zeros(n_lin)]
-        var_upper = np.r_[self.var_upper, np.full(n_lin, np.inf)]
-        base = np.hstack([self.A, np.zeros((len(self.A), n_lin))])
-        add_cuts(np.where(self.upper < np.inf, self.upper / 2, 1.0))
-        best, best_sq, lower_sq = None, np.inf, relaxed_cost**2
-        for _ in range(max_rounds):
-            x, bound = _milp(obj, np.vstack([base, *cuts]), lbs, ubs, integrality, var_upper)
-            if x is None:
-                return None, 0.0
-            lower_sq = max(lower_sq, bound)
-            delta = self.finish(x[:nv])
-            sq = float(((self.w * delta) ** 2).sum())
-            if sq < best_sq:
-                best, best_sq = delta, sq
-            if np.sqrt(best_sq) - np.sqrt(lower_sq) <= rtol * np.sqrt(best_sq):
-                break
-            add_cuts(x[:n_lin])
-            add_cuts(np.abs(delta[self.lin]) / self.scale)
-        upper, lower = np.sqrt(best_sq), np.sqrt(min(lower_sq, best_sq))
-        return best, (upper - lower) / upper if upper > 0 else 0.0
+    def update(self, x: np.ndarray, rtol: float) -> None:
+        """Take the program's answer x (p = 2: its tangent model's)."""
+        delta = self.finish(x[: self.nv])
+        if self.p != 2:
+            self.best, self.gap, self.converged = delta, 0.0, True
+            return
+        # the tangent model's optimum (the row's share of the batch's) bounds the cost below
+        model = float(self.program()[0] @ x) / self.weight**2
+        self.lower_sq = max(self.lower_sq, model)
+        sq = float(((self.w * delta) ** 2).sum())
+        if sq < self.best_sq:
+            self.best, self.best_sq = delta, sq
+        upper, lower = np.sqrt(self.best_sq), np.sqrt(min(self.lower_sq, self.best_sq))
+        self.gap = (upper - lower) / upper if upper > 0 else 0.0
+        self.converged = self.gap <= rtol
+        if not self.converged:
+            self._add_cuts(x[: self.n_lin])
+            self._add_cuts(np.abs(delta[self.lin]) / self.scale)
 
     def finish(self, x: np.ndarray) -> np.ndarray:
         """δ of the program's answer x: its integer moves and options as chosen, the
@@ -347,37 +562,42 @@ class _RowProgram:
             if chosen.max() > 0.5:
                 delta[cols] = moves[int(np.argmax(chosen))]
             start += len(moves)
-        residual = self.gap - self.c @ delta
+        residual = self.target - self.c @ delta
         cont = self.continuous
+        if residual <= 0 or not len(cont):
+            return delta
         lo = np.where(self.c[cont] < 0, -self.reach[cont], 0.0)
         hi = np.where(self.c[cont] > 0, self.reach[cont], 0.0)
         move, ok = cheapest_box_recourse(
             self.c[None, cont], np.array([residual]), lo[None], hi[None], self.w[cont], self.p
         )
-        if not ok[0]:  # the solver's feasibility tolerance: keep its continuous values
-            delta[self.lin[~self.integer]] = (sign * x[: self.n_lin])[~self.integer]
-        elif residual > 0:
+        if ok[0]:
             delta[cont] = move[0]
+        else:  # short by the solver's feasibility tolerance: its own continuous values
+            delta[self.lin[~self.integer]] = (sign * x[: self.n_lin])[~self.integer]
         return delta
 
 
-def _milp(obj, A, lbs, ubs, integrality, var_upper) -> tuple[np.ndarray | None, float]:
-    """(HiGHS's optimal x, its proven lower bound on the objective); (None, inf) where the
-    program is infeasible."""
-    from scipy.optimize import Bounds, LinearConstraint, milp  # (0.3 s to import)
+_BATCH = 1  # rows per call of HiGHS (its branch and bound over rows side by side was slower)
 
+
+def _milp_batch(programs) -> list[np.ndarray]:
+    """The optimal x of each program, all solved in one call of HiGHS."""
+    from scipy.optimize import Bounds, LinearConstraint, milp  # (0.3 s to import)
+    from scipy.sparse import block_diag
+
+    obj, A, lbs, ubs, integrality, upper = zip(*programs, strict=True)
     res = milp(
-        obj,
-        constraints=LinearConstraint(A, lbs, ubs),
-        integrality=integrality,
-        bounds=Bounds(0.0, var_upper),
-        # (HiGHS's presolve fails with a "solve error" on some of these tiny programs
-        # that it solves without it; on a dozen variables it saves nothing)
+        np.concatenate(obj),
+        constraints=LinearConstraint(
+            block_diag(A, format="csr"), np.concatenate(lbs), np.concatenate(ubs)
+        ),
+        integrality=np.concatenate(integrality),
+        bounds=Bounds(0.0, np.concatenate(upper)),
+        # (HiGHS's presolve fails with a "solve error" on some of these small programs
+        # that it solves without it)
         options={"mip_rel_gap": 0.0, "presolve": False},
     )
-    if res.status == 2:  # infeasible: no typed move reaches the gap
-        return None, np.inf
-    if res.x is None:
+    if res.x is None:  # every row's program is feasible (see `_largest_gain`)
         raise RuntimeError(f"mixed-integer recourse: HiGHS found no answer ({res.message})")
-    bound = getattr(res, "mip_dual_bound", None)
-    return res.x, float(res.fun if bound is None or not np.isfinite(bound) else bound)
+    return np.split(res.x, np.cumsum([len(o) for o in obj])[:-1])
