@@ -18,7 +18,9 @@ defines it (Ustun et al., Wachter et al., Ross et al., DiCE): the least-cost act
 gets the goal *decision*: p(goal | x + δ) ≥ a target probability (the deployed rule's
 threshold or cut-off score), or the argmax. For a binary linear model it is solved
 exactly (`cheapest_linear_recourse`: a knapsack for p = 1, the breakpoints of a
-piecewise-linear multiplier path for p ∈ {2, ∞}); for other models each method's own
+piecewise-linear multiplier path for p ∈ {2, ∞}; on a typed action set
+`recourse_sim.recourse.mixed.mixed_cheapest_recourse`, exact over the types too); for
+other models each method's own
 path is followed from x and stopped at the first point that gets the decision (a
 bisection on the step that crosses it): PGD's and Wachter's iterates, or the segment
 from x to the linear method's δ*.
@@ -29,7 +31,9 @@ onto the typed set: each discrete feature rounded in the direction that raises t
 score, to the nearest allowed value, or towards x; the continuous features then scaled
 back into the budget (and, for ``min_cost``, as far back as the decision allows); per
 row the candidate of lowest goal loss (``budget``) or the cheapest that still gets the
-decision (``min_cost``; none: δ = 0). So no answer ever leaves the typed set.
+decision (``min_cost``; none: δ = 0). So no answer ever leaves the typed set. The
+``min_cost`` objective of a binary linear model needs no repair: it is solved exactly
+over the types.
 """
 
 from __future__ import annotations
@@ -230,8 +234,8 @@ def _recourse_delta(
 ) -> np.ndarray:
     """δ of `individual_recourse` for `_checked` arguments."""
     if objective == "min_cost":
-        # (repaired to the feature types inside: the linear path repairs in
-        # `linear_min_cost`, which the batched environment calls directly)
+        # (typed inside: a linear model's exactly in `linear_min_cost`, which the
+        # batched environment calls directly; other models' by `repair_types`)
         return _min_cost_delta(
             learner,
             state,
@@ -447,62 +451,27 @@ def linear_min_cost(
     linear model, 0 where none costs ε or less: `value` (n,) is each row's goal margin
     (the goal's log-odds) at x, `coef` (n, d) its gradient in x, `need` (n,) the P(goal)
     each decision needs (None: the argmax, ahead by `margin`). Row by row, so rows of
-    different models (a batched environment's worlds) go through it together."""
+    different models (a batched environment's worlds) go through it together. On a
+    typed action set the optimum respects the feature types (exact, by
+    `mixed_cheapest_recourse`)."""
     # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
     # classes ahead by `margin` is q = (1 + margin) / 2
     q = np.broadcast_to((1.0 + np.asarray(margin)) / 2, (len(X),)) if need is None else need
     with np.errstate(divide="ignore", over="ignore"):
         required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
-    boundary = required - value
+    gap = required - value
     # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
-    gap = boundary + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
+    gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
     with np.errstate(invalid="ignore"):
-        delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
+        if action_set.typed:  # the exact mixed-type optimum (a search over the types)
+            from recourse_sim.recourse.mixed import mixed_cheapest_recourse
+
+            found = mixed_cheapest_recourse(coef, gap, X, action_set)
+            delta, reachable = found.delta, found.reachable
+        else:
+            delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
     ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
-    delta = np.where(ok[:, None], delta, 0.0)
-    if action_set.typed:
-        # Mixed types: the relaxed optimum repaired (`repair_types`), each rounding of the
-        # discrete features completed by the exact cheapest move of the unsettled ones.
-        # The place for an exact mixed-integer solver: it takes (value, coef, X,
-        # action_set, gap) and returns δ (0 where nothing within ε decides), as here.
-        def resolve(trial: np.ndarray, settled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            fixed = np.where(settled, trial, 0.0)
-            rest = gap - np.einsum("ij,ij->i", coef, fixed)
-            with np.errstate(invalid="ignore"):
-                free, reachable = cheapest_linear_recourse(
-                    coef, rest, X + fixed, _held_still(action_set, settled)
-                )
-            return fixed + free, reachable
-
-        delta = repair_types(
-            action_set,
-            X,
-            delta,
-            coef,
-            decided=lambda d: np.einsum("ij,ij->i", coef, d) >= boundary,
-            resolve=resolve,
-        )
-    return delta
-
-
-def _held_still(action_set: ActionSet, settled: np.ndarray) -> ActionSet:
-    """The action set with the `settled` features held still (their part is fixed), for
-    the cheapest completion by the others (their types relaxed)."""
-    still = action_set.immutable_mask | settled
-    names = action_set.feature_names
-    return ActionSet(
-        action_set.n_features,
-        immutable=np.flatnonzero(still).tolist(),
-        increase_only=np.flatnonzero(action_set.increase_mask & ~still).tolist(),
-        decrease_only=np.flatnonzero(action_set.decrease_mask & ~still).tolist(),
-        lower=action_set.lower_,
-        upper=action_set.upper_,
-        max_change=action_set.max_change_,
-        cost_weights=action_set.weights_,
-        p=action_set.p,
-        epsilon=action_set.epsilon,
-        feature_names=names,
-    )
+    return np.where(ok[:, None], delta, 0.0)
 
 
 def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):

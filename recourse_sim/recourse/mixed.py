@@ -2,36 +2,31 @@
 
 Per row: min ‖w ⊙ δ‖_p subject to c·δ ≥ gap (the score reaches the decision), δ in the
 action set's box at x (bounds, immutables, monotone rules, max_change) and the feature
-types of `ActionSet`:
+types of `ActionSet`: an integer feature moves by whole steps, a binary, ordinal or
+single-column categorical one lands on one of its levels, a one-hot group stays or
+switches to one other level (δ_G = e_k − x_G). A move that lowers the score is never
+part of a cheapest answer, so only the gaining ones are considered.
 
-* integer: δ_j ∈ step_j·ℤ (an integer variable k_j, δ_j = step_j·k_j);
-* binary, ordinal, single-column categorical: x_j + δ_j is one of the allowed levels
-  (one 0/1 variable per level other than x_j, at most one of them on);
-* a one-hot group: the person stays at their level or switches to one other level
-  (one 0/1 variable per level, at most one on); the switch's δ is e_k − x_G.
+First the continuous relaxation (each discrete feature relaxed to the interval of its
+allowed moves, a one-hot column to [−x, 1 − x]) is solved in closed form
+(`cheapest_box_recourse`): where its answer respects the types it is the typed optimum.
+Whether the typed problem is reachable at all is closed form too (each feature at its
+largest allowed gain). The other rows are solved exactly, all rows at once:
 
-A level, or a switch, that moves the score down is never part of a cheapest answer
-(staying costs nothing and gains nothing) and is left out; so is a move of an integer
-or continuous feature against its coefficient's sign. Each discrete choice's gain and
-cost are constants, so for p = 1 and p = ∞ the problem is a mixed-integer linear
-program, solved exactly by HiGHS through `scipy.optimize.milp` (relative MIP gap 0).
-The answer's discrete part is then kept and its continuous part re-solved in closed
-form (`cheapest_box_recourse`), so that the returned δ meets c·δ ≥ gap exactly rather
-than within the solver's feasibility tolerance, at a cost no higher than the solver's.
+* p = 1 and p = 2: branch and bound over boxes (`_branch_and_bound`); a box's bound is
+  its continuous optimum, in closed form for boxes that need not hold 0 (`_box_optimum`:
+  a knapsack from the box's point nearest 0 for p = 1, the KKT path's sorted
+  breakpoints for p = 2); a box splits on a discrete feature off its grid or levels
+  (below / above) or on a one-hot group off its levels (one child per switch, one that
+  stays). Boxes whose bound is within 1e-12 (relative) of the row's best answer are
+  dropped, so the answer is optimal to that tolerance.
+* p = ∞: bisection on the cost t (`_cost_bisection`): the largest gain of moves each
+  costing ≤ t is separable over features, non-decreasing in t, and the least t at which
+  it reaches the gap is the optimum; the discrete moves there are kept and the
+  continuous part re-solved in closed form.
 
-p = 2 is solved by outer approximation: the squared cost is separable, Σ w_j² δ_j² over
-the integer and continuous features (the discrete choices' squared costs are constants),
-so each w_j² δ_j² is bounded from below by its tangents; the mixed-integer program over
-those tangents gives a lower bound, its discrete choice with the continuous part in
-closed form an upper bound, and each round adds the tangents at both answers. The loop
-stops when the two agree to `rtol` (relative, on the cost ‖w ⊙ δ‖₂) or after
-`max_rounds`; the certified relative gap (upper − lower) / upper is returned per row.
-
-Rows first go through the continuous relaxation (every discrete feature relaxed to the
-interval of its allowed moves, a one-hot column to [−x, 1 − x]): where it is
-unreachable, so is the typed problem; where its closed-form answer already respects
-the types, it is the typed optimum. Only the other rows reach the solver, one small
-program per row (d variables plus one per allowed level).
+`tests/recourse/test_mixed.py` checks every answer against an independent
+mixed-integer program solved by HiGHS (`scipy.optimize.milp`) and against brute force.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ import numpy as np
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.individual import cheapest_box_recourse
 
-LEVEL_TYPES = ("binary", "ordinal", "categorical")
 _TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
 
 
@@ -54,8 +48,7 @@ class MixedResult:
     delta: np.ndarray  # (n, d) the cheapest typed δ (0 where unreachable)
     reachable: np.ndarray  # (n,) some typed δ in the box reaches the gap
     cost: np.ndarray  # (n,) ‖w ⊙ δ‖_p (inf where unreachable)
-    gap: np.ndarray  # (n,) certified relative optimality gap: 0 for p ∈ {1, ∞}
-    solved_rows: int  # rows that needed the mixed-integer solver
+    searched_rows: int  # rows whose relaxed optimum broke the types (searched)
 
 
 @dataclass(frozen=True)
@@ -81,24 +74,12 @@ class _Types:
 
 
 def feature_types(action_set: ActionSet) -> _Types:
-    """The action set's integer steps, levels and one-hot groups (none on an untyped set)."""
-    d = action_set.n_features
-    types = getattr(action_set, "types_", None)
-    if types is None:
-        return _Types(np.zeros(d), {}, ())
-    types = np.asarray(types)
-    groups = tuple(np.asarray(g, dtype=np.int64) for g in action_set.onehot_groups_)
-    in_group = np.zeros(d, bool)
-    for g in groups:
+    """The action set's integer steps, single-column levels and one-hot groups."""
+    in_group = np.zeros(action_set.n_features, bool)
+    for g in action_set.onehot_groups_:
         in_group[g] = True
-    step = np.where(types == "integer", np.asarray(action_set.step_, dtype=np.float64), 0.0)
-    levels: dict[int, np.ndarray] = {}
-    for j in np.flatnonzero(np.isin(types, LEVEL_TYPES) & ~in_group):
-        given = action_set.levels_.get(int(j))
-        if given is None and types[j] == "binary":
-            given = np.array([0.0, 1.0])
-        levels[int(j)] = np.unique(np.asarray(given, dtype=np.float64))
-    return _Types(step, levels, groups)
+    levels = {j: v for j, v in action_set.levels_.items() if not in_group[j]}
+    return _Types(np.asarray(action_set.step_, np.float64), levels, action_set.onehot_groups_)
 
 
 def mixed_cheapest_recourse(
@@ -106,15 +87,12 @@ def mixed_cheapest_recourse(
     gap: np.ndarray,
     X: np.ndarray,
     action_set: ActionSet,
-    *,
-    rtol: float = 1e-6,
-    max_rounds: int = 40,
 ) -> MixedResult:
     """min ‖w ⊙ δ‖_p subject to c·δ ≥ gap, δ in the action set's box at x and of its
-    feature types, per row (`coef` c: (n, d), `gap`: (n,), ≤ 0 needs nothing). Exact for
-    p ∈ {1, ∞}; for p = 2 to the relative gap `rtol` where `max_rounds` of outer
-    approximation suffice (the gap reached is returned). The ε-ball is not imposed: the
-    caller compares the cost, as for `cheapest_linear_recourse`."""
+    feature types, per row (`coef` c: (n, d), `gap`: (n,), ≤ 0 needs nothing), exactly
+    for p ∈ {1, 2, ∞} (see the module). The ε-ball is not imposed: the caller compares
+    the cost, as for `cheapest_linear_recourse`. On an untyped action set it is
+    `cheapest_linear_recourse`."""
     c = np.asarray(coef, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     gap = np.broadcast_to(np.asarray(gap, dtype=np.float64), (len(X),))
@@ -128,40 +106,20 @@ def mixed_cheapest_recourse(
     # integer and continuous features move only in their gaining direction
     reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
     reachable = (gap <= 0) | (gap <= _largest_gain(types, units, c, reach))
-    n = len(X)
-    rel_gap = np.zeros(n)
     todo = np.flatnonzero(reachable & (gap > 0) & ~_respects(types, X, delta))
-    if len(todo) and p == 1:
+    if len(todo) and p in (1, 2):
         delta[todo] = _branch_and_bound(
-            c[todo],
-            gap[todo],
-            X[todo],
-            rlo[todo],
-            rhi[todo],
-            w,
-            types,
+            c[todo], gap[todo], X[todo], rlo[todo], rhi[todo], w, p, types,
             [u.rows(todo) for u in units],
-        )
+        )  # fmt: skip
     elif len(todo) and p == np.inf:
         delta[todo] = _cost_bisection(
             c[todo], gap[todo], reach[todo], _norm(w * delta[todo], p), w, types,
             [u.rows(todo) for u in units],
         )  # fmt: skip
-    elif len(todo):
-        # each row's objective is scaled so that its lower bound, the relaxation's cost,
-        # is 1: HiGHS's absolute gap tolerance (1e-6) is then a relative one per row
-        relaxed_cost = _norm(w * delta[todo], p)
-        scale = 1.0 / np.maximum(relaxed_cost, 1e-300)
-        rows = [
-            _RowProgram(i, c[i], gap[i], reach[i], types, units, w, p, s, lower)
-            for i, s, lower in zip(todo, scale, relaxed_cost, strict=True)
-        ]
-        _solve(rows, rtol, max_rounds)
-        delta[todo] = [row.best for row in rows]
-        rel_gap[todo] = [row.gap for row in rows]
     delta[~reachable] = 0.0
     cost = np.where(reachable, _norm(w * delta, p), np.inf)
-    return MixedResult(delta, reachable, cost, rel_gap, len(todo))
+    return MixedResult(delta, reachable, cost, len(todo))
 
 
 def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.ndarray):
@@ -176,26 +134,22 @@ def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.nd
     return gain
 
 
-def _branch_and_bound(c, gap, X, lo, hi, w, types: _Types, units: list[_Unit]) -> np.ndarray:
-    """p = 1: best-bound-free branch and bound, all rows' open nodes at once. A node is
-    a box [lo, hi] on δ whose discrete features' ends are allowed moves; its bound is the
-    box's continuous optimum (a knapsack in closed form). A node whose optimum respects
-    the types is a candidate; else it splits on the first discrete feature off its grid
-    (below / above its value) or, that failing, the first one-hot group not at a level
-    (one child per useful switch and one that stays)."""
+def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]):
+    """p ∈ {1, 2}: branch and bound, all rows' open nodes at once. A node is a box
+    [lo, hi] on δ whose discrete features' ends are allowed moves; its bound is the
+    box's continuous optimum, in closed form (`_box_optimum`). A node whose optimum
+    respects the types is a candidate; else it splits on the first discrete feature off
+    its grid (below / above its value) or, that failing, the first one-hot group not at
+    a level (one child per useful switch and one that stays). Nodes whose bound is not
+    below the row's best candidate by more than 1e-12 (relative) are dropped."""
     n, d = c.shape
     best = np.zeros((n, d))
     incumbent = np.full(n, np.inf)
     row = np.arange(n)
     moves = _allowed_moves(types, units, d)
     while len(row):
-        # the cost of a box is that of its point nearest 0 plus the knapsack from there
-        # (every move the knapsack makes is away from 0, so the costs add)
-        base = np.clip(0.0, lo, hi)
-        need = gap[row] - np.einsum("nd,nd->n", c[row], base)
-        step, ok = cheapest_box_recourse(c[row], need, lo - base, hi - base, w, 1)
-        delta = base + step
-        bound = np.abs(delta) @ w
+        delta, ok = _box_optimum(c[row], gap[row], lo, hi, w, p)
+        bound = _norm(w * delta, p)
         alive = ok & (bound < incumbent[row] * (1 - 1e-12))
         done = alive & _respects(types, X[row], delta)
         for k in np.flatnonzero(done):  # (few: one per row and round at most, mostly)
@@ -208,6 +162,65 @@ def _branch_and_bound(c, gap, X, lo, hi, w, types: _Types, units: list[_Unit]) -
             break
         row, lo, hi = _split(row, lo, hi, delta, X, types, units, moves)
     return best
+
+
+def _box_optimum(c, gap, lo, hi, w, p):
+    """min ‖w ⊙ δ‖_p s.t. c·δ ≥ gap, lo ≤ δ ≤ hi per row, for boxes that need not hold
+    0 (a branch's forced moves), p ∈ {1, 2}: (δ, reachable). Each feature starts at its
+    point nearest 0, `base`, and moves away from 0 in the direction that gains.
+    p = 1: the costs of those moves add to the base's, so it is the knapsack of
+    `cheapest_box_recourse` from the base. p = 2: the KKT point δ(t) = clip(t·c / w²,
+    lo, hi) for the least t ≥ 0 whose gain reaches the gap; the gain is piecewise linear
+    in t, with a breakpoint where a feature leaves or reaches a box end, so t is exact
+    between two sorted breakpoints. (Free features, w = 0, go to their gaining end.)"""
+    base = np.clip(0.0, lo, hi)
+    if p == 1:
+        need = gap - np.einsum("nd,nd->n", c, base)
+        step, ok = cheapest_box_recourse(c, need, lo - base, hi - base, w, 1)
+        return base + step, ok
+    priced = w > 0
+    free = ~priced & (c != 0)
+    base = np.where(free, np.where(c > 0, hi, lo), base)
+    unbounded_free = free & np.isinf(base)
+    base = np.where(unbounded_free, 0.0, base)
+    a = np.where(priced, c / np.where(priced, w, 1.0) ** 2, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ends = np.concatenate([lo / a, hi / a], 1)  # t at which each feature meets an end
+    ends = np.where(np.isfinite(ends) & (ends > 0), ends, 0.0)
+    ts = np.sort(np.concatenate([np.zeros((len(c), 1)), ends], 1), 1)
+
+    def at(t):  # (rows, k) → δ(t) (rows, k, d)
+        move = np.clip(t[:, :, None] * a[:, None, :], lo[:, None, :], hi[:, None, :])
+        return np.where(priced, move, base[:, None, :])
+
+    gains = np.einsum("nkd,nd->nk", at(ts), c)
+    reached = gains >= gap[:, None]
+    k = np.argmax(reached, 1)
+    rows = np.arange(len(c))
+    hit = reached.any(1)
+    # beyond the last breakpoint only unbounded features still move
+    last = ts[:, -1]
+    moving = priced & (((a > 0) & np.isinf(hi)) | ((a < 0) & np.isinf(lo)))
+    slope_out = np.where(moving, c * a, 0.0).sum(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_prev, g_prev = ts[rows, np.maximum(k - 1, 0)], gains[rows, np.maximum(k - 1, 0)]
+        t_k, g_k = ts[rows, k], gains[rows, k]
+        inside = t_prev + (gap - g_prev) * (t_k - t_prev) / (g_k - g_prev)
+        t = np.where(k == 0, 0.0, np.where(g_k > g_prev, inside, t_k))
+        beyond = last + (gap - gains[:, -1]) / slope_out
+    t = np.where(hit, np.minimum(np.maximum(t, t_prev), t_k), beyond)
+    ok = hit | (slope_out > 0)
+    if unbounded_free.any():  # a free unbounded feature closes any gap at no cost
+        t = np.where(unbounded_free.any(1), 0.0, t)
+        ok |= unbounded_free.any(1)
+    t = np.where(ok, t, last)
+    delta = at(t[:, None])[:, 0]
+    if unbounded_free.any():
+        short = gap - np.einsum("nd,nd->n", c, delta)
+        j = np.argmax(unbounded_free, 1)
+        fill = unbounded_free.any(1) & (short > 0)
+        delta[fill, j[fill]] = short[fill] / c[fill, j[fill]]
+    return delta, ok
 
 
 def _allowed_moves(types: _Types, units: list[_Unit], d: int):
@@ -348,22 +361,6 @@ def _cost_bisection(c, gap, reach, lower, w, types: _Types, units: list[_Unit]) 
     return delta
 
 
-def _solve(rows: list[_RowProgram], rtol: float, max_rounds: int) -> None:
-    """Solve the rows' programs, `_BATCH` rows to one call of HiGHS (their variables
-    and constraints side by side: the sum of independent objectives is least where each
-    is), for p = 2 round after round of outer approximation until each row converged."""
-    active = rows
-    for _ in range(max_rounds if rows[0].p == 2 else 1):
-        for start in range(0, len(active), _BATCH):
-            batch = active[start : start + _BATCH]
-            xs = _milp_batch([row.program() for row in batch])
-            for row, x in zip(batch, xs, strict=True):
-                row.update(x, rtol)
-        active = [row for row in active if not row.converged]
-        if not active:
-            break
-
-
 def _norm(a: np.ndarray, p: float) -> np.ndarray:
     return np.linalg.norm(a, ord=p, axis=-1)
 
@@ -435,169 +432,3 @@ def _respects(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
         one_hot &= rounded.sum(1) == 1.0
         ok &= one_hot | (np.abs(delta[:, g]) <= _TOL).all(1)
     return ok
-
-
-class _RowProgram:
-    """One row's mixed-integer program. Variables: v_j ≥ 0 for each integer or
-    continuous feature that can move the score (δ_j = sign(c_j)·scale_j·v_j, scale_j the
-    integer step, v_j integer; or 1, v_j real), then a 0/1 variable per useful option of
-    each unit (at most one per unit); p = ∞ adds the cost t, p = 2 an epigraph variable
-    per linear feature. The objective is multiplied by `weight` (> 0)."""
-
-    def __init__(self, i, c, gap, reach, types: _Types, units: list[_Unit], w, p, weight, lower):
-        self.c, self.target, self.reach, self.w, self.p = c, gap, reach, w, p
-        self.weight = weight
-        self.lower_sq = lower**2  # p = 2: the squared cost's best lower bound so far
-        self.best, self.best_sq, self.gap, self.converged = None, np.inf, np.inf, False
-        self.d = len(c)
-        linear = ~types.in_unit
-        self.lin = np.flatnonzero(linear & (c != 0) & (reach > 0))
-        step = types.step[self.lin]
-        self.integer = step > 0
-        self.scale = np.where(self.integer, step, 1.0)
-        self.upper = np.where(
-            self.integer, np.floor(reach[self.lin] / self.scale + _TOL), reach[self.lin]
-        )
-        self.continuous = np.flatnonzero(linear & (types.step == 0))  # re-solved in closed form
-        self.options = [(u.cols, u.moves[i, k], u.gain[i, k]) for u in units
-                        for k in [np.flatnonzero(u.useful[i])] if len(k)]  # fmt: skip
-        n_lin = len(self.lin)
-        sizes = [len(g) for _, _, g in self.options]
-        n_opt = sum(sizes)
-        self.n_lin, self.nv = n_lin, n_lin + n_opt
-        gain = np.concatenate([np.abs(c[self.lin]) * self.scale, *(g for _, _, g in self.options)])
-        # the gain reaches the gap; at most one option of each unit
-        choose = np.zeros((len(sizes), self.nv))
-        ends = np.cumsum(sizes)
-        for k, (first, last) in enumerate(zip(ends - sizes, ends, strict=True)):
-            choose[k, n_lin + first : n_lin + last] = 1.0
-        self.A = np.vstack([gain, choose])
-        self.lbs = np.r_[gap, np.full(len(sizes), -np.inf)]
-        self.ubs = np.r_[np.inf, np.ones(len(sizes))]
-        self.integrality = np.r_[self.integer.astype(float), np.ones(n_opt)]
-        self.var_upper = np.r_[self.upper, np.ones(n_opt)]
-        self.price = w[self.lin] * self.scale  # weighted move per unit of v_j
-        weighted = [np.abs(moves * w[cols]) for cols, moves, _ in self.options]
-        if p == 1:
-            opt = [m.sum(1) for m in weighted]
-        elif p == np.inf:
-            opt = [m.max(1) for m in weighted]
-        else:
-            opt = [(m**2).sum(1) for m in weighted]
-        self.opt_cost = np.concatenate(opt) if opt else np.zeros(0)
-        self.cuts: list[tuple[int, float]] = []  # p = 2: tangent points (feature, v)
-        if p == 2:
-            self._add_cuts(np.where(np.isfinite(self.upper), self.upper / 2, 1.0))
-
-    def program(self):
-        """(objective, A, lower, upper, integrality, variable upper bounds)."""
-        nv, n_lin = self.nv, self.n_lin
-        if self.p == 1:
-            obj = np.r_[self.price, self.opt_cost]
-            return obj * self.weight, self.A, self.lbs, self.ubs, self.integrality, self.var_upper
-        if self.p == np.inf:
-            # minimise t ≥ each feature's and each unit's weighted move
-            sizes = (self.A[1:] > 0).sum(1)
-            rows = np.zeros((n_lin + len(sizes), nv + 1))
-            rows[np.arange(n_lin), np.arange(n_lin)] = self.price
-            rows[n_lin:, n_lin:nv] = self.A[1:, n_lin:] * self.opt_cost
-            rows[:, -1] = -1.0
-            A = np.vstack([np.hstack([self.A, np.zeros((len(self.A), 1))]), rows])
-            obj = np.zeros(nv + 1)
-            obj[-1] = self.weight
-            return (
-                obj, A, np.r_[self.lbs, np.full(len(rows), -np.inf)],
-                np.r_[self.ubs, np.zeros(len(rows))], np.r_[self.integrality, 0.0],
-                np.r_[self.var_upper, np.inf],
-            )  # fmt: skip
-        # p = 2: e_j ≥ (price_j·v_j)² by its tangents at the cut points a:
-        # e ≥ (price·a)² + 2 price² a (v − a)  ⇔  2 price² a v − e ≤ (price·a)²
-        rows = np.zeros((len(self.cuts), nv + n_lin))
-        bounds = np.zeros(len(self.cuts))
-        for k, (j, a) in enumerate(self.cuts):
-            rows[k, j] = 2 * self.price[j] ** 2 * a
-            rows[k, nv + j] = -1.0
-            bounds[k] = (self.price[j] * a) ** 2
-        A = np.vstack([np.hstack([self.A, np.zeros((len(self.A), n_lin))]), rows])
-        obj = np.r_[np.zeros(n_lin), self.opt_cost, np.ones(n_lin)] * self.weight**2
-        return (
-            obj, A, np.r_[self.lbs, np.full(len(rows), -np.inf)], np.r_[self.ubs, bounds],
-            np.r_[self.integrality, np.zeros(n_lin)], np.r_[self.var_upper, np.full(n_lin, np.inf)],
-        )  # fmt: skip
-
-    def _add_cuts(self, v: np.ndarray) -> None:
-        for j in np.flatnonzero((v[: self.n_lin] > 0) & (self.price > 0)):
-            self.cuts.append((int(j), float(v[j])))
-
-    def update(self, x: np.ndarray, rtol: float) -> None:
-        """Take the program's answer x (p = 2: its tangent model's)."""
-        delta = self.finish(x[: self.nv])
-        if self.p != 2:
-            self.best, self.gap, self.converged = delta, 0.0, True
-            return
-        # the tangent model's optimum (the row's share of the batch's) bounds the cost below
-        model = float(self.program()[0] @ x) / self.weight**2
-        self.lower_sq = max(self.lower_sq, model)
-        sq = float(((self.w * delta) ** 2).sum())
-        if sq < self.best_sq:
-            self.best, self.best_sq = delta, sq
-        upper, lower = np.sqrt(self.best_sq), np.sqrt(min(self.lower_sq, self.best_sq))
-        self.gap = (upper - lower) / upper if upper > 0 else 0.0
-        self.converged = self.gap <= rtol
-        if not self.converged:
-            self._add_cuts(x[: self.n_lin])
-            self._add_cuts(np.abs(delta[self.lin]) / self.scale)
-
-    def finish(self, x: np.ndarray) -> np.ndarray:
-        """δ of the program's answer x: its integer moves and options as chosen, the
-        continuous features re-solved in closed form for the rest of the gap (an
-        answer that reaches the gap exactly, at the least continuous cost)."""
-        delta = np.zeros(self.d)
-        sign = np.sign(self.c[self.lin])
-        ints = self.lin[self.integer]
-        delta[ints] = (sign * self.scale * np.round(x[: self.n_lin]))[self.integer]
-        start = self.n_lin
-        for cols, moves, _ in self.options:
-            chosen = x[start : start + len(moves)]
-            if chosen.max() > 0.5:
-                delta[cols] = moves[int(np.argmax(chosen))]
-            start += len(moves)
-        residual = self.target - self.c @ delta
-        cont = self.continuous
-        if residual <= 0 or not len(cont):
-            return delta
-        lo = np.where(self.c[cont] < 0, -self.reach[cont], 0.0)
-        hi = np.where(self.c[cont] > 0, self.reach[cont], 0.0)
-        move, ok = cheapest_box_recourse(
-            self.c[None, cont], np.array([residual]), lo[None], hi[None], self.w[cont], self.p
-        )
-        if ok[0]:
-            delta[cont] = move[0]
-        else:  # short by the solver's feasibility tolerance: its own continuous values
-            delta[self.lin[~self.integer]] = (sign * x[: self.n_lin])[~self.integer]
-        return delta
-
-
-_BATCH = 1  # rows per call of HiGHS (its branch and bound over rows side by side was slower)
-
-
-def _milp_batch(programs) -> list[np.ndarray]:
-    """The optimal x of each program, all solved in one call of HiGHS."""
-    from scipy.optimize import Bounds, LinearConstraint, milp  # (0.3 s to import)
-    from scipy.sparse import block_diag
-
-    obj, A, lbs, ubs, integrality, upper = zip(*programs, strict=True)
-    res = milp(
-        np.concatenate(obj),
-        constraints=LinearConstraint(
-            block_diag(A, format="csr"), np.concatenate(lbs), np.concatenate(ubs)
-        ),
-        integrality=np.concatenate(integrality),
-        bounds=Bounds(0.0, np.concatenate(upper)),
-        # (HiGHS's presolve fails with a "solve error" on some of these small programs
-        # that it solves without it)
-        options={"mip_rel_gap": 0.0, "presolve": False},
-    )
-    if res.x is None:  # every row's program is feasible (see `_largest_gain`)
-        raise RuntimeError(f"mixed-integer recourse: HiGHS found no answer ({res.message})")
-    return np.split(res.x, np.cumsum([len(o) for o in obj])[:-1])
