@@ -278,29 +278,157 @@ def _min_cost_delta(
     learner, state, X, goal, action_set, method, steps, step_size, lam, solver, need, margin
 ) -> np.ndarray:
     """The cheapest δ that gets the goal decision (0 where none within ε): exact for a
-    binary linear model, else the first point of the method's path that gets it."""
+    binary linear model, else the cheapest of `_min_cost_candidates`."""
     value = learner.goal_margin(state, X, goal)
     if value is not None:
         coef = learner.goal_margin_coef(state, goal)
         return linear_min_cost(value, coef, X, action_set, need, margin)
 
-    def decided(Xd: np.ndarray) -> np.ndarray:
-        return _decided(learner, state, Xd, goal, need, margin)
+    def decided(Xd: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """Whether x + δ gets the decision, for the rows `rows` of X."""
+        return _decided(
+            learner, state, Xd, goal[rows], None if need is None else need[rows], margin
+        )
+
+    args = (learner, state, X, goal, method, steps, step_size, lam, solver)
+    delta = _min_cost_candidates(args, action_set, decided)
+    if not action_set.typed:
+        return delta
+    direction = _goal_direction(learner, state, X, goal, delta)
+    delta = repair_types(action_set, X, delta, direction, decided=lambda d: decided(X + d))
+    # the method's own (typed) budget answer where the repair lost the decision or
+    # paid more
+    budget = _recourse_delta(
+        learner, state, X, goal, action_set, method, steps, step_size, lam, solver
+    )
+    use = decided(X + budget) & (
+        ~decided(X + delta) | (action_set.cost(budget) < action_set.cost(delta))
+    )
+    delta = np.where(use[:, None], budget, delta)
+    return delta
+
+
+# budgets, as shares of ε, whose answers `_min_cost_candidates` follows back to the
+# decision boundary: a geometric grid (ratio 2), then bisection between grid points
+MIN_COST_BUDGETS = 2.0 ** -np.arange(7)
+MIN_COST_BISECTIONS = 2
+MIN_COST_DIRECTIONS = 32  # random directions per row (seeded: the same every call)
+MIN_COST_LOCAL = (0.5, 0.25, 0.1)  # local searches' turns of the best δ (relative)
+
+
+def _random_directions(
+    X, action_set: ActionSet, decided, rows, best, best_cost, around: float = 0.0
+) -> None:
+    """`_min_cost_candidates`' random starts: per row `MIN_COST_DIRECTIONS` directions
+    of the actionable features (Gaussian, seed 0, in cost units), each projected onto
+    the action set from far out (towards the set's edge) and pulled back to the least
+    share that gets the decision; kept where cheaper than `best` (updated in place).
+    With `around` > 0 the directions are the row's best δ turned by Gaussian noise of
+    that relative size (a local search; rows without a best are left alone)."""
+    if around > 0:
+        rows = rows[np.isfinite(best_cost[rows])]
+    if not len(rows):
+        return
+    k, d = MIN_COST_DIRECTIONS, X.shape[1]
+    Xr = np.repeat(X[rows], k, axis=0)
+    rng = np.random.default_rng(0)
+    unit = np.where(action_set.weights_ > 0, action_set.weights_, 1.0)
+    direction = rng.standard_normal((len(Xr), d)) * action_set.actionable / unit
+    if around > 0:
+        centre = np.repeat(best[rows], k, axis=0)
+        size = np.asarray(action_set.cost(centre))[:, None] / np.sqrt(d)
+        direction = centre + around * size * direction
+    far = max(action_set.epsilon, 1e-12) * 1e3
+    length = np.maximum(np.asarray(action_set.cost(direction)), 1e-300)[:, None]
+    delta = action_set.project(Xr, direction * (far / length))
+    rep = np.repeat(rows, k)
+    ok = decided(Xr + delta, rep)
+    found = least_share(lambda Xd: decided(Xd, rep), Xr, delta)[:, None] * delta
+    cost = np.where(ok, np.asarray(action_set.cost(found)), np.inf).reshape(len(rows), k)
+    pick = cost.argmin(1)
+    cheapest = cost[np.arange(len(rows)), pick]
+    better = cheapest < best_cost[rows]
+    chosen = found.reshape(len(rows), k, d)[np.arange(len(rows)), pick]
+    best[rows[better]], best_cost[rows[better]] = chosen[better], cheapest[better]
+
+
+def _min_cost_candidates(args, action_set: ActionSet, decided) -> np.ndarray:
+    """Nonlinear ``min_cost``: per row the cheapest of these points that get the
+    decision (δ = 0 where none does):
+
+    * the method's own path from x, stopped where it first gets the decision (PGD's and
+      Wachter's iterates, or the segment to the linear method's δ*);
+    * random starts: `MIN_COST_DIRECTIONS` random directions to the edge of the action
+      set, each pulled back (`_random_directions`);
+    * the method's ``budget`` answer under each budget of `MIN_COST_BUDGETS` · ε (the
+      last is ε itself, so ``min_cost`` never misses where ``budget`` succeeds), each
+      pulled back along its segment from x to the least share that keeps the decision
+      (`least_share`);
+    * then `MIN_COST_BISECTIONS` rounds of bisection on the budget between the largest
+      grid budget that failed and the smallest that succeeded (rows of one interval
+      share a descent), each success again pulled back;
+    * last, local searches: the best direction so far turned at random by each share of
+      `MIN_COST_LOCAL`, to the set's edge, pulled back.
+
+    Every point is the action set's (a share of a feasible δ, and 0 ∈ the set). Typed
+    action sets: the relaxation here, then `repair_types`. `decided(X + δ, rows)`: whether
+    the rows `rows` of X (default all) get the decision."""
+    learner, state, X, goal, method, steps, step_size, lam, solver = args
+    n = len(X)
+    there = decided(X)
+
+    def pulled_back(start: np.ndarray, step: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        share = least_share(decided, X + start, step)
+        return np.where(ok[:, None], start + share[:, None] * step, np.nan)
 
     if method == "linear":
-        start, step = np.zeros_like(X), _linear_delta(learner, state, X, goal, action_set, solver)
-        crossed = decided(X + step)
+        step = _linear_delta(learner, state, X, goal, action_set, solver)
+        start, crossed = np.zeros_like(X), decided(X + step)
     else:
         start, step, crossed = _crossing(
             learner, state, X, goal, action_set, method, steps, step_size, lam, decided
         )
-    share = least_share(decided, X + start, step)
-    there = crossed | decided(X)
-    delta = np.where(there[:, None], start + share[:, None] * step, 0.0)
-    if not action_set.typed:
-        return delta
-    direction = _goal_direction(learner, state, X, goal, delta)
-    return repair_types(action_set, X, delta, direction, decided=lambda d: decided(X + d))
+    best = pulled_back(start, step, crossed | there)
+    best_cost = np.where(crossed | there, np.asarray(action_set.cost(np.nan_to_num(best))), np.inf)
+
+    def budget_answer(share: float, rows: np.ndarray) -> None:
+        """Follow the budget answer at share·ε of the rows back; keep it where cheaper."""
+        aset = action_set.replace(epsilon=action_set.epsilon * share)
+        Xr = X[rows]
+        if method == "linear":
+            delta = _linear_delta(learner, state, Xr, goal[rows], aset, solver)
+        else:
+            delta = _descent(learner, state, Xr, goal[rows], aset, method, steps, step_size, lam)
+        ok = decided(Xr + delta, rows)
+        share_back = least_share(lambda Xd: decided(Xd, rows), Xr, delta)
+        found = share_back[:, None] * delta
+        cost = np.where(ok, np.asarray(action_set.cost(found)), np.inf)
+        better = cost < best_cost[rows]
+        best[rows[better]], best_cost[rows[better]] = found[better], cost[better]
+        return ok
+
+    todo = np.flatnonzero(~there)
+    _random_directions(X, action_set, decided, todo, best, best_cost)
+    low = np.zeros(n)  # the largest budget share known to fail (per row)
+    high = np.full(n, np.nan)  # the smallest known to succeed
+    for share in MIN_COST_BUDGETS[::-1]:  # (smallest first)
+        rows = todo[np.isnan(high[todo])]
+        if not len(rows):
+            break
+        ok = budget_answer(float(share), rows)
+        high[rows[ok]] = share
+        low[rows[~ok]] = share
+    for _ in range(MIN_COST_BISECTIONS):
+        bracketed = todo[~np.isnan(high[todo]) & (low[todo] > 0)]
+        mids = 0.5 * (low[bracketed] + high[bracketed])
+        for mid in np.unique(mids):
+            rows = bracketed[mids == mid]
+            ok = budget_answer(float(mid), rows)
+            high[rows[ok]] = mid
+            low[rows[~ok]] = mid
+    for around in MIN_COST_LOCAL:
+        _random_directions(X, action_set, decided, todo, best, best_cost, around)
+    return np.where(np.isfinite(best_cost)[:, None], np.nan_to_num(best), 0.0)
 
 
 def _goal_direction(learner, state, X: np.ndarray, goal: np.ndarray, delta: np.ndarray):

@@ -268,3 +268,48 @@ def test_min_cost_german_matches_independent_milp(german_typed, p):
     res = individual_recourse(learner, rejected, 1, free, method="linear", objective="min_cost")
     np.testing.assert_array_equal(res.success, solvable)
     np.testing.assert_allclose(res.cost[solvable], ref_cost[solvable], rtol=1e-6)
+
+
+# -- nonlinear min_cost: never "no recourse" where the budget answer gets the decision --
+
+
+@pytest.fixture(scope="module")
+def german_mlp():
+    from recourse_sim.learners import MLPClassifier
+
+    ds = load("german")
+    X = np.asarray(ds.X, dtype=np.float64)
+    Z = (X - X.mean(0)) / X.std(0)
+    model = MLPClassifier(hidden=(20, 20), random_state=0, fit_epochs=300).fit(Z, ds.y)
+    rejected = Z[model.predict(Z) == 0][:80]
+    names = list(ds.feature_names)
+    actionable = ["duration", "credit_amount", "installment_rate", "age"]
+    return model, rejected, names, actionable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["pgd", "wachter", "linear"])
+@pytest.mark.parametrize("typed", [False, True])
+def test_nonlinear_min_cost_succeeds_where_budget_does(german_mlp, method, typed):
+    model, rejected, names, actionable = german_mlp
+    aset = ActionSet(
+        len(names),
+        feature_names=names,
+        immutable=[n for n in names if n not in actionable],
+        increase_only=["age"],
+        p=2,
+        epsilon=1.0,
+        # (standardised units: a whole-number step of 0.5 SD stands in for integers)
+        feature_types={"duration": "integer", "age": "integer"} if typed else None,
+        steps={"duration": 0.5, "age": 0.5} if typed else None,
+    )
+    budget = individual_recourse(model, rejected, 1, aset, method=method, steps=50)
+    cheap = individual_recourse(
+        model, rejected, 1, aset, method=method, objective="min_cost", steps=50
+    )
+    assert budget.success.any() and not budget.success.all()
+    assert not (budget.success & ~cheap.success).any()
+    assert aset.contains(rejected, cheap.delta).all()
+    # where both succeed, min_cost is no dearer than the budget answer
+    both = budget.success & cheap.success
+    assert (cheap.cost[both] <= budget.cost[both] * (1 + 1e-9)).all()
