@@ -5,18 +5,18 @@ pick instead, and the speeds the targets ask for.
     python analyses/benchmark.py --sections dice mixed --out DIR
 
 writes ``DIR/benchmark.json``. With ``--sections`` only the named sections run (round,
-scaling, oar, env, batched, genre, dice, mixed, startup) and only their keys are
+scaling, oar, env, batched, genre, dice, mixed, mlp, startup) and only their keys are
 replaced in an existing ``DIR/benchmark.json``, every other key kept from the full run;
 ``sections_updated`` records which sections were re-run, their wall and CPU seconds and
 the load average then (so that a section can be re-run on a busy machine without
 re-timing the others, whose timings need a quiet one).
 
 Timings are medians over repeats; every ratio is measured within one run (numerator and
-denominator interleaved) so that a shared, loaded machine slows both alike. Peak memory is measured in a fresh subprocess per
-population size (``resource.getrusage`` in the child), so earlier allocations of this
-process do not count; the OAR step is timed in a fresh subprocess too, so that the
-heap the sections before it left does not slow its large arrays. The load average at
-start and end is recorded with the results.
+denominator interleaved) so that a shared, loaded machine slows both alike. Peak memory
+is measured in a fresh subprocess per population size (``resource.getrusage`` in the
+child), so earlier allocations of this process do not count; the OAR step is timed in a
+fresh subprocess too, so that the heap the sections before it left does not slow its
+large arrays. The load average at start and end is recorded with the results.
 """
 
 from __future__ import annotations
@@ -762,6 +762,99 @@ def bench_mixed(repeats: int = 3, n_rows: int | None = None) -> dict[str, Any]:
     return out
 
 
+def bench_mlp_min_cost(
+    directions: int = 3000, budgets: int = 30, n_rows: int | None = None
+) -> dict[str, Any]:
+    """Nonlinear ``min_cost`` (PGD) on an MLP against a dense reference search: German
+    credit standardised, an MLP (20, 20) fit on it, five actionable features (age only
+    up), p = 2, ε = 1.5. The reference, per rejected row, is the cheapest point that
+    gets the decision among `directions` random directions to the action set's edge and
+    PGD's budget answers (200 steps) under `budgets` budgets from 0.02 to ε, each pulled
+    back to the decision boundary (`least_share`). Reported: rows the reference reaches
+    and ours misses, ours' cost over the reference's (median, 95th percentile, max over
+    rows both reach), rows where ours misses but the budget objective succeeds (must be
+    0), and the same for the path-crossing search that ``min_cost`` used before (the
+    first PGD iterate that gets the decision, pulled back)."""
+    from recourse_sim.data import load
+    from recourse_sim.learners import MLPClassifier
+    from recourse_sim.recourse import ActionSet, individual_recourse
+    from recourse_sim.recourse.individual import _crossing, _decided, least_share
+
+    ds = load("german")
+    X = np.asarray(ds.X, dtype=float)
+    Z = (X - X.mean(0)) / X.std(0)
+    model = MLPClassifier(hidden=(20, 20), random_state=0, fit_epochs=300).fit(Z, ds.y)
+    rejected = Z[model.predict(Z) == 0][:n_rows]
+    names = list(ds.feature_names)
+    actionable = [
+        "duration",
+        "credit_amount",
+        "installment_rate",
+        "age",
+        "number_of_existing_credits",
+    ]
+    aset = ActionSet(
+        len(names),
+        feature_names=names,
+        immutable=[n for n in names if n not in actionable],
+        increase_only=["age"],
+        p=2,
+        epsilon=1.5,
+    )
+    goal = np.ones(len(rejected), np.int64)
+
+    def decided(Xd):
+        return _decided(model, model.state_, Xd, goal, None, 0.0)
+
+    t0 = time.process_time()
+    ours = individual_recourse(model, rejected, 1, aset, method="pgd", objective="min_cost")
+    ours_cpu = time.process_time() - t0
+    budget = individual_recourse(model, rejected, 1, aset, method="pgd")
+    start, step, crossed = _crossing(
+        model, model.state_, rejected, goal, aset, "pgd", 100, None, 0.1, decided
+    )
+    path = np.where(
+        crossed[:, None], start + least_share(decided, rejected + start, step)[:, None] * step, 0.0
+    )
+    path_cost = np.where(crossed, np.asarray(aset.cost(path)), np.inf)
+
+    t0 = time.process_time()
+    rng = np.random.default_rng(0)
+    best = np.full(len(rejected), np.inf)
+
+    def keep(delta):
+        ok = decided(rejected + delta)
+        back = least_share(decided, rejected, delta)[:, None] * delta
+        best[:] = np.where(ok, np.minimum(best, np.asarray(aset.cost(back))), best)
+
+    for _ in range(directions):
+        keep(aset.project(rejected, rng.standard_normal(rejected.shape) * aset.actionable * 10))
+    for e in np.geomspace(0.02, aset.epsilon, budgets):
+        keep(individual_recourse(model, rejected, 1, aset.replace(epsilon=e), steps=200).delta)
+    dense_cpu = time.process_time() - t0
+    reached = np.isfinite(best)
+
+    def gap(cost: np.ndarray, success: np.ndarray, name: str) -> dict[str, Any]:
+        both = reached & success
+        ratio = cost[both] / best[both]
+        return {
+            f"{name}_missed": int((reached & ~success).sum()),
+            f"{name}_cost_over_dense_median": float(np.median(ratio)),
+            f"{name}_cost_over_dense_p95": float(np.quantile(ratio, 0.95)),
+            f"{name}_cost_over_dense_max": float(ratio.max()),
+        }
+
+    return {
+        "mlp_min_cost_rows": len(rejected),
+        "mlp_dense_reached": int(reached.sum()),
+        **gap(ours.cost, ours.success, "mlp_min_cost"),
+        **gap(path_cost, crossed, "mlp_path_min_cost"),
+        "mlp_min_cost_missed_where_budget_succeeds": int((budget.success & ~ours.success).sum()),
+        "mlp_min_cost_cpu_s": ours_cpu,
+        "mlp_dense_cpu_s": dense_cpu,
+    }
+
+
 class _ProbaModel:
     """The same trained learner, seen by DiCE's scikit-learn backend: DiCE hands it a
     frame with the checking account as one categorical column, which it one-hot
@@ -1030,6 +1123,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
             "genre": lambda: bench_genre(n_fit=1_000, n_query=20, repeats=1),
             "dice": lambda: bench_dice(n_rows=3, repeats=1),
             "mixed": lambda: bench_mixed(repeats=1, n_rows=5),
+            "mlp": lambda: bench_mlp_min_cost(directions=20, budgets=3, n_rows=10),
             "startup": lambda: bench_startup(repeats=1, overrides={"world.oracle.trees": 3}),
             "ppo": lambda: bench_ppo(n_envs=2, n=50, timesteps=64, pairs=1),
         }
@@ -1042,6 +1136,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
         "genre": lambda: bench_genre(n_fit=1_000 if quick else 4_000, repeats=2 if quick else 5),
         "dice": lambda: bench_dice(n_rows=20 if quick else 200, repeats=3 if quick else 5),
         "mixed": lambda: bench_mixed(repeats=3 if quick else 5),
+        "mlp": lambda: bench_mlp_min_cost(directions=300 if quick else 3000),
         "startup": lambda: bench_startup(repeats=3 if quick else 5),
         "ppo": lambda: bench_ppo(timesteps=4096 if quick else 8192, pairs=1 if quick else 2),
     }
@@ -1051,16 +1146,19 @@ def run(quick: bool = False, only: list[str] | None = None, tiny: bool = False) 
     """All sections (or `only` those named), as one JSON-ready dict, targeted keys first."""
     sections = _sections(quick, tiny)
     result: dict[str, Any] = {"load_avg_start": list(os.getloadavg())}
-    times, cpu = {}, {}
+    times, cpu, keys = {}, {}, {}
     for name, fn in sections.items():
         if only and name not in only:
             continue
         t0, c0 = time.perf_counter(), _cpu_s()
-        result.update(fn())
+        found = fn()
         times[name], cpu[name] = time.perf_counter() - t0, _cpu_s() - c0
+        result.update(found)
+        keys[name] = list(found)
     result["load_avg_end"] = list(os.getloadavg())
     result["section_s"] = times
     result["section_cpu_s"] = cpu
+    result["section_keys"] = keys
     result["quick"] = quick
     result["tiny"] = tiny
     result["machine"] = {
@@ -1092,24 +1190,37 @@ def _finished(result: dict[str, Any]) -> dict[str, Any]:
     return ordered
 
 
+# the keys each section wrote before results recorded them (`section_keys`)
+_EARLIER_SECTION_KEYS = {
+    "dice": (
+        "dice_integer_features", "individual_cost_vs_dice_integer",
+        "ours_integer_validity_solvable", "ours_integer_cost_over_exact_median",
+        "ours_integer_cost_over_exact_integer_median",
+    ),
+}  # fmt: skip
+
+
 def update_sections(path: Path, names: list[str], quick: bool = False) -> dict[str, Any]:
     """Run only the sections `names` and write their keys into the existing results at
-    `path` (every other key is kept as it was); ``section_s`` / ``section_cpu_s`` get
-    the new sections' wall and CPU seconds, and ``sections_updated`` says which sections
-    were re-run and with what load average, apart from the full run's."""
+    `path`, every other section's keys kept as they were (a re-run section's keys that
+    it no longer writes are dropped); ``section_s`` / ``section_cpu_s`` get the new
+    sections' wall and CPU seconds, and ``sections_updated`` says which sections were
+    re-run and with what load average, apart from the full run's."""
     unknown = sorted(set(names) - set(_sections(quick, False)))
     if unknown:
         raise SystemExit(f"error: --sections: unknown section(s) {', '.join(unknown)}")
     old = json.loads(path.read_text()) if path.exists() else {}
     new = run(quick=quick, only=names)
-    merged = dict(old)
-    for key, value in new.items():
-        if key in ("section_s", "section_cpu_s"):
-            merged[key] = {**old.get(key, {}), **value}
-        elif key in ("load_avg_start", "load_avg_end", "machine", "quick", "tiny"):
-            continue  # the full run's
-        else:
-            merged[key] = value
+    earlier = old.get("section_keys", {})
+    merged = {k: v for k, v in old.items() if k not in ("targets", "pass")}
+    for name in names:
+        for key in (*earlier.get(name, ()), *_EARLIER_SECTION_KEYS.get(name, ())):
+            merged.pop(key, None)
+    for name in names:
+        for key in new["section_keys"][name]:
+            merged[key] = new[key]
+    for key in ("section_s", "section_cpu_s", "section_keys"):
+        merged[key] = {**old.get(key, {}), **new[key]}
     merged["sections_updated"] = {
         "sections": names,
         "load_avg_start": new["load_avg_start"],
