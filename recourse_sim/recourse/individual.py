@@ -391,8 +391,9 @@ def _min_cost_candidates(args, action_set: ActionSet, decided) -> np.ndarray:
     best = pulled_back(start, step, crossed | there)
     best_cost = np.where(crossed | there, np.asarray(action_set.cost(np.nan_to_num(best))), np.inf)
 
-    def budget_answer(share: float, rows: np.ndarray) -> None:
-        """Follow the budget answer at share·ε of the rows back; keep it where cheaper."""
+    def budget_answer(share: float, rows: np.ndarray) -> np.ndarray:
+        """Follow the budget answer at share·ε of the rows back, keep it where cheaper;
+        whether it got the decision, per row."""
         aset = action_set.replace(epsilon=action_set.epsilon * share)
         Xr = X[rows]
         if method == "linear":
