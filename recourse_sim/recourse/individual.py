@@ -286,8 +286,9 @@ def _min_cost_delta(
 
     def decided(Xd: np.ndarray, rows=slice(None)) -> np.ndarray:
         """Whether x + δ gets the decision, for the rows `rows` of X."""
+        row_margin = margin if np.ndim(margin) == 0 else np.asarray(margin)[rows]
         return _decided(
-            learner, state, Xd, goal[rows], None if need is None else need[rows], margin
+            learner, state, Xd, goal[rows], None if need is None else need[rows], row_margin
         )
 
     args = (learner, state, X, goal, method, steps, step_size, lam, solver)
@@ -320,7 +321,8 @@ def _random_directions(
     X, action_set: ActionSet, decided, rows, best, best_cost, around: float = 0.0
 ) -> None:
     """`_min_cost_candidates`' random starts: per row `MIN_COST_DIRECTIONS` directions
-    of the actionable features (Gaussian, seed 0, in cost units), each projected onto
+    of the actionable features (Gaussian, seed 0, in cost units; the same for every
+    row), each projected onto
     the action set from far out (towards the set's edge) and pulled back to the least
     share that gets the decision; kept where cheaper than `best` (updated in place).
     With `around` > 0 the directions are the row's best δ turned by Gaussian noise of
@@ -333,7 +335,10 @@ def _random_directions(
     Xr = np.repeat(X[rows], k, axis=0)
     rng = np.random.default_rng(0)
     unit = np.where(action_set.weights_ > 0, action_set.weights_, 1.0)
-    direction = rng.standard_normal((len(Xr), d)) * action_set.actionable / unit
+    # the same k directions for every row, so that a row's answer does not depend on
+    # which other rows share the call
+    direction = np.tile(rng.standard_normal((k, d)), (len(rows), 1))
+    direction *= action_set.actionable / unit
     if around > 0:
         centre = np.repeat(best[rows], k, axis=0)
         size = np.asarray(action_set.cost(centre))[:, None] / np.sqrt(d)

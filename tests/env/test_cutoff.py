@@ -58,8 +58,9 @@ def test_a_stream_key_leaves_the_stream_where_it_was():
 
 def test_each_seeker_lands_its_own_margin_above_the_cut_off():
     """School seekers (exact min-cost recourse of a logistic model) who can reach their
-    aim end at the round's cut-off score plus their margin: the lognormal's quantile at
-    the keyed uniform of their id, recomputed here from the stream, not the env."""
+    aim end at the round's cut-off score plus their margin (the lognormal's quantile at
+    the keyed uniform of their id, recomputed here from the stream, not the env), or
+    above it where whole activities alone are their cheapest move."""
     env = RecourseEnv("school_assignment", rounds=2, **SMALL)
     assert env.scenario.populations["students"].margin.median == 0.05  # the default
     env.reset(seed=1)
@@ -73,7 +74,13 @@ def test_each_seeker_lands_its_own_margin_above_the_cut_off():
     key = stream_key(env._streams[margin_stream("students")])
     q = keyed_uniforms(key, c.person[moved])
     margin = stats.lognorm.ppf(q, s=0.5, scale=0.05)
-    np.testing.assert_allclose(r.score[moved] - cut, margin, atol=1e-9)
+    above = r.score[moved] - cut
+    # extracurriculars are whole activities (cost 0.5 each): where whole steps alone are
+    # the cheapest move they may overshoot the aim; any continuous part lands on it
+    whole_steps = np.isclose(r.cost[moved] / 0.5, np.round(r.cost[moved] / 0.5), atol=1e-12)
+    assert (above >= margin - 1e-9).all()
+    assert (~whole_steps).sum() > 10
+    np.testing.assert_allclose(above[~whole_steps], margin[~whole_steps], atol=1e-9)
     assert np.ptp(margin) > 0.05  # people aim differently
 
 
