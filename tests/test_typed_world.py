@@ -92,7 +92,11 @@ def test_people_csv_reports_whole_values_of_integer_and_binary_columns(tmp_path,
     assert moved.any()  # recourse did move the whole-number column
     assert _whole(people["reported_courses"].to_numpy())
     assert set(people["reported_mentor"].unique()) <= {0, 1}
-    if "partial" not in populations:  # (a share of a yes/no move is no move)
+    # (a share of a yes/no move is no move; and the exact cheapest move of the logistic
+    # model, min_cost, buys its gain more cheaply with income and courses than with a
+    # whole step of the yes/no column)
+    cheapest = any(pop.get("objective") == "min_cost" for pop in populations.values())
+    if "partial" not in populations and not cheapest:
         assert (people["reported_mentor"] != people["feature_mentor"]).any()
 
 

@@ -18,7 +18,9 @@ defines it (Ustun et al., Wachter et al., Ross et al., DiCE): the least-cost act
 gets the goal *decision*: p(goal | x + δ) ≥ a target probability (the deployed rule's
 threshold or cut-off score), or the argmax. For a binary linear model it is solved
 exactly (`cheapest_linear_recourse`: a knapsack for p = 1, the breakpoints of a
-piecewise-linear multiplier path for p ∈ {2, ∞}); for other models each method's own
+piecewise-linear multiplier path for p ∈ {2, ∞}; on a typed action set
+`recourse_sim.recourse.mixed.mixed_cheapest_recourse`, exact over the types too); for
+other models each method's own
 path is followed from x and stopped at the first point that gets the decision (a
 bisection on the step that crosses it): PGD's and Wachter's iterates, or the segment
 from x to the linear method's δ*.
@@ -29,7 +31,9 @@ onto the typed set: each discrete feature rounded in the direction that raises t
 score, to the nearest allowed value, or towards x; the continuous features then scaled
 back into the budget (and, for ``min_cost``, as far back as the decision allows); per
 row the candidate of lowest goal loss (``budget``) or the cheapest that still gets the
-decision (``min_cost``; none: δ = 0). So no answer ever leaves the typed set.
+decision (``min_cost``; none: δ = 0). So no answer ever leaves the typed set. The
+``min_cost`` objective of a binary linear model needs no repair: it is solved exactly
+over the types.
 """
 
 from __future__ import annotations
@@ -230,8 +234,8 @@ def _recourse_delta(
 ) -> np.ndarray:
     """δ of `individual_recourse` for `_checked` arguments."""
     if objective == "min_cost":
-        # (repaired to the feature types inside: the linear path repairs in
-        # `linear_min_cost`, which the batched environment calls directly)
+        # (typed inside: a linear model's exactly in `linear_min_cost`, which the
+        # batched environment calls directly; other models' by `repair_types`)
         return _min_cost_delta(
             learner,
             state,
@@ -274,29 +278,163 @@ def _min_cost_delta(
     learner, state, X, goal, action_set, method, steps, step_size, lam, solver, need, margin
 ) -> np.ndarray:
     """The cheapest δ that gets the goal decision (0 where none within ε): exact for a
-    binary linear model, else the first point of the method's path that gets it."""
+    binary linear model, else the cheapest of `_min_cost_candidates`."""
     value = learner.goal_margin(state, X, goal)
     if value is not None:
         coef = learner.goal_margin_coef(state, goal)
         return linear_min_cost(value, coef, X, action_set, need, margin)
 
-    def decided(Xd: np.ndarray) -> np.ndarray:
-        return _decided(learner, state, Xd, goal, need, margin)
+    def decided(Xd: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """Whether x + δ gets the decision, for the rows `rows` of X."""
+        row_margin = margin if np.ndim(margin) == 0 else np.asarray(margin)[rows]
+        return _decided(
+            learner, state, Xd, goal[rows], None if need is None else need[rows], row_margin
+        )
+
+    args = (learner, state, X, goal, method, steps, step_size, lam, solver)
+    delta = _min_cost_candidates(args, action_set, decided)
+    if not action_set.typed:
+        return delta
+    direction = _goal_direction(learner, state, X, goal, delta)
+    delta = repair_types(action_set, X, delta, direction, decided=lambda d: decided(X + d))
+    # the method's own (typed) budget answer where the repair lost the decision or
+    # paid more
+    budget = _recourse_delta(
+        learner, state, X, goal, action_set, method, steps, step_size, lam, solver
+    )
+    use = decided(X + budget) & (
+        ~decided(X + delta) | (action_set.cost(budget) < action_set.cost(delta))
+    )
+    delta = np.where(use[:, None], budget, delta)
+    return delta
+
+
+# budgets, as shares of ε, whose answers `_min_cost_candidates` follows back to the
+# decision boundary: a geometric grid (ratio 2), then bisection between grid points
+MIN_COST_BUDGETS = 2.0 ** -np.arange(7)
+MIN_COST_BISECTIONS = 2
+MIN_COST_DIRECTIONS = 32  # random directions per row (seeded: the same every call)
+MIN_COST_LOCAL = (0.5, 0.25, 0.1)  # local searches' turns of the best δ (relative)
+
+
+def _random_directions(
+    X, action_set: ActionSet, decided, rows, best, best_cost, around: float = 0.0
+) -> None:
+    """`_min_cost_candidates`' random starts: per row `MIN_COST_DIRECTIONS` directions
+    of the actionable features (Gaussian, seed 0, in cost units; the same for every
+    row), each projected onto
+    the action set from far out (towards the set's edge) and pulled back to the least
+    share that gets the decision; kept where cheaper than `best` (updated in place).
+    With `around` > 0 the directions are the row's best δ turned by Gaussian noise of
+    that relative size (a local search; rows without a best are left alone)."""
+    if around > 0:
+        rows = rows[np.isfinite(best_cost[rows])]
+    if not len(rows):
+        return
+    k, d = MIN_COST_DIRECTIONS, X.shape[1]
+    Xr = np.repeat(X[rows], k, axis=0)
+    rng = np.random.default_rng(0)
+    unit = np.where(action_set.weights_ > 0, action_set.weights_, 1.0)
+    # the same k directions for every row, so that a row's answer does not depend on
+    # which other rows share the call
+    direction = np.tile(rng.standard_normal((k, d)), (len(rows), 1))
+    direction *= action_set.actionable / unit
+    if around > 0:
+        centre = np.repeat(best[rows], k, axis=0)
+        size = np.asarray(action_set.cost(centre))[:, None] / np.sqrt(d)
+        direction = centre + around * size * direction
+    far = max(action_set.epsilon, 1e-12) * 1e3
+    length = np.maximum(np.asarray(action_set.cost(direction)), 1e-300)[:, None]
+    delta = action_set.project(Xr, direction * (far / length))
+    rep = np.repeat(rows, k)
+    ok = decided(Xr + delta, rep)
+    found = least_share(lambda Xd: decided(Xd, rep), Xr, delta)[:, None] * delta
+    cost = np.where(ok, np.asarray(action_set.cost(found)), np.inf).reshape(len(rows), k)
+    pick = cost.argmin(1)
+    cheapest = cost[np.arange(len(rows)), pick]
+    better = cheapest < best_cost[rows]
+    chosen = found.reshape(len(rows), k, d)[np.arange(len(rows)), pick]
+    best[rows[better]], best_cost[rows[better]] = chosen[better], cheapest[better]
+
+
+def _min_cost_candidates(args, action_set: ActionSet, decided) -> np.ndarray:
+    """Nonlinear ``min_cost``: per row the cheapest of these points that get the
+    decision (δ = 0 where none does):
+
+    * the method's own path from x, stopped where it first gets the decision (PGD's and
+      Wachter's iterates, or the segment to the linear method's δ*);
+    * random starts: `MIN_COST_DIRECTIONS` random directions to the edge of the action
+      set, each pulled back (`_random_directions`);
+    * the method's ``budget`` answer under each budget of `MIN_COST_BUDGETS` · ε (the
+      last is ε itself, so ``min_cost`` never misses where ``budget`` succeeds), each
+      pulled back along its segment from x to the least share that keeps the decision
+      (`least_share`);
+    * then `MIN_COST_BISECTIONS` rounds of bisection on the budget between the largest
+      grid budget that failed and the smallest that succeeded (rows of one interval
+      share a descent), each success again pulled back;
+    * last, local searches: the best direction so far turned at random by each share of
+      `MIN_COST_LOCAL`, to the set's edge, pulled back.
+
+    Every point is the action set's (a share of a feasible δ, and 0 ∈ the set). Typed
+    action sets: the relaxation here, then `repair_types`. `decided(X + δ, rows)`: whether
+    the rows `rows` of X (default all) get the decision."""
+    learner, state, X, goal, method, steps, step_size, lam, solver = args
+    n = len(X)
+    there = decided(X)
+
+    def pulled_back(start: np.ndarray, step: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        share = least_share(decided, X + start, step)
+        return np.where(ok[:, None], start + share[:, None] * step, np.nan)
 
     if method == "linear":
-        start, step = np.zeros_like(X), _linear_delta(learner, state, X, goal, action_set, solver)
-        crossed = decided(X + step)
+        step = _linear_delta(learner, state, X, goal, action_set, solver)
+        start, crossed = np.zeros_like(X), decided(X + step)
     else:
         start, step, crossed = _crossing(
             learner, state, X, goal, action_set, method, steps, step_size, lam, decided
         )
-    share = least_share(decided, X + start, step)
-    there = crossed | decided(X)
-    delta = np.where(there[:, None], start + share[:, None] * step, 0.0)
-    if not action_set.typed:
-        return delta
-    direction = _goal_direction(learner, state, X, goal, delta)
-    return repair_types(action_set, X, delta, direction, decided=lambda d: decided(X + d))
+    best = pulled_back(start, step, crossed | there)
+    best_cost = np.where(crossed | there, np.asarray(action_set.cost(np.nan_to_num(best))), np.inf)
+
+    def budget_answer(share: float, rows: np.ndarray) -> np.ndarray:
+        """Follow the budget answer at share·ε of the rows back, keep it where cheaper;
+        whether it got the decision, per row."""
+        aset = action_set.replace(epsilon=action_set.epsilon * share)
+        Xr = X[rows]
+        if method == "linear":
+            delta = _linear_delta(learner, state, Xr, goal[rows], aset, solver)
+        else:
+            delta = _descent(learner, state, Xr, goal[rows], aset, method, steps, step_size, lam)
+        ok = decided(Xr + delta, rows)
+        share_back = least_share(lambda Xd: decided(Xd, rows), Xr, delta)
+        found = share_back[:, None] * delta
+        cost = np.where(ok, np.asarray(action_set.cost(found)), np.inf)
+        better = cost < best_cost[rows]
+        best[rows[better]], best_cost[rows[better]] = found[better], cost[better]
+        return ok
+
+    todo = np.flatnonzero(~there)
+    _random_directions(X, action_set, decided, todo, best, best_cost)
+    low = np.zeros(n)  # the largest budget share known to fail (per row)
+    high = np.full(n, np.nan)  # the smallest known to succeed
+    for share in MIN_COST_BUDGETS[::-1]:  # (smallest first)
+        rows = todo[np.isnan(high[todo])]
+        if not len(rows):
+            break
+        ok = budget_answer(float(share), rows)
+        high[rows[ok]] = share
+        low[rows[~ok]] = share
+    for _ in range(MIN_COST_BISECTIONS):
+        bracketed = todo[~np.isnan(high[todo]) & (low[todo] > 0)]
+        mids = 0.5 * (low[bracketed] + high[bracketed])
+        for mid in np.unique(mids):
+            rows = bracketed[mids == mid]
+            ok = budget_answer(float(mid), rows)
+            high[rows[ok]] = mid
+            low[rows[~ok]] = mid
+    for around in MIN_COST_LOCAL:
+        _random_directions(X, action_set, decided, todo, best, best_cost, around)
+    return np.where(np.isfinite(best_cost)[:, None], np.nan_to_num(best), 0.0)
 
 
 def _goal_direction(learner, state, X: np.ndarray, goal: np.ndarray, delta: np.ndarray):
@@ -447,62 +585,27 @@ def linear_min_cost(
     linear model, 0 where none costs ε or less: `value` (n,) is each row's goal margin
     (the goal's log-odds) at x, `coef` (n, d) its gradient in x, `need` (n,) the P(goal)
     each decision needs (None: the argmax, ahead by `margin`). Row by row, so rows of
-    different models (a batched environment's worlds) go through it together."""
+    different models (a batched environment's worlds) go through it together. On a
+    typed action set the optimum respects the feature types (exact, by
+    `mixed_cheapest_recourse`)."""
     # p(goal) ≥ q exactly where the goal's log-odds ≥ logit(q); the argmax of two
     # classes ahead by `margin` is q = (1 + margin) / 2
     q = np.broadcast_to((1.0 + np.asarray(margin)) / 2, (len(X),)) if need is None else need
     with np.errstate(divide="ignore", over="ignore"):
         required = np.log(q) - np.log1p(-np.minimum(q, 1.0))
-    boundary = required - value
+    gap = required - value
     # aim a hair past the boundary, so that rounding in p(goal) cannot undo it
-    gap = boundary + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
+    gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
     with np.errstate(invalid="ignore"):
-        delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
+        if action_set.typed:  # the exact mixed-type optimum (a search over the types)
+            from recourse_sim.recourse.mixed import mixed_cheapest_recourse
+
+            found = mixed_cheapest_recourse(coef, gap, X, action_set)
+            delta, reachable = found.delta, found.reachable
+        else:
+            delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
     ok = reachable & (action_set.cost(delta) <= action_set.epsilon * (1 + 1e-12))
-    delta = np.where(ok[:, None], delta, 0.0)
-    if action_set.typed:
-        # Mixed types: the relaxed optimum repaired (`repair_types`), each rounding of the
-        # discrete features completed by the exact cheapest move of the unsettled ones.
-        # The place for an exact mixed-integer solver: it takes (value, coef, X,
-        # action_set, gap) and returns δ (0 where nothing within ε decides), as here.
-        def resolve(trial: np.ndarray, settled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            fixed = np.where(settled, trial, 0.0)
-            rest = gap - np.einsum("ij,ij->i", coef, fixed)
-            with np.errstate(invalid="ignore"):
-                free, reachable = cheapest_linear_recourse(
-                    coef, rest, X + fixed, _held_still(action_set, settled)
-                )
-            return fixed + free, reachable
-
-        delta = repair_types(
-            action_set,
-            X,
-            delta,
-            coef,
-            decided=lambda d: np.einsum("ij,ij->i", coef, d) >= boundary,
-            resolve=resolve,
-        )
-    return delta
-
-
-def _held_still(action_set: ActionSet, settled: np.ndarray) -> ActionSet:
-    """The action set with the `settled` features held still (their part is fixed), for
-    the cheapest completion by the others (their types relaxed)."""
-    still = action_set.immutable_mask | settled
-    names = action_set.feature_names
-    return ActionSet(
-        action_set.n_features,
-        immutable=np.flatnonzero(still).tolist(),
-        increase_only=np.flatnonzero(action_set.increase_mask & ~still).tolist(),
-        decrease_only=np.flatnonzero(action_set.decrease_mask & ~still).tolist(),
-        lower=action_set.lower_,
-        upper=action_set.upper_,
-        max_change=action_set.max_change_,
-        cost_weights=action_set.weights_,
-        p=action_set.p,
-        epsilon=action_set.epsilon,
-        feature_names=names,
-    )
+    return np.where(ok[:, None], delta, 0.0)
 
 
 def least_share(decided, X: np.ndarray, delta: np.ndarray, steps: int = BOUNDARY_STEPS):
@@ -597,12 +700,19 @@ def cheapest_linear_recourse(
     (p = ∞, every unsaturated feature at the same cost t), for the t at which c·δ(t)
     reaches the gap; c·δ(t) is piecewise linear in t with a breakpoint where each feature
     reaches its box end, so t is found exactly between two sorted breakpoints."""
+    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
+    return cheapest_box_recourse(coef, gap, lo, hi, action_set.weights_, action_set.p)
+
+
+def cheapest_box_recourse(
+    coef: np.ndarray, gap: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray, p: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`cheapest_linear_recourse` for explicit per-row bounds lo ≤ δ ≤ hi ((n, d), with
+    lo ≤ 0 ≤ hi), cost weights `w` (d,) and norm `p`."""
     c = np.asarray(coef, dtype=np.float64)
     gap = np.asarray(gap, dtype=np.float64)
-    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
     corner = np.where(c > 0, hi, np.where(c < 0, lo, 0.0))  # the box end that gains
     n = len(c)
-    w = action_set.weights_
     free = w == 0
     delta = np.zeros_like(c)
     todo = gap > 0
@@ -623,10 +733,10 @@ def cheapest_linear_recourse(
     rest = todo & ~enough_free
     residual = gap - np.where(free.any(), gain_free, 0.0)
     priced = ~free & (c != 0)
-    if action_set.p == 1:
+    if p == 1:
         gain, move = _knapsack(c, corner, w, priced, residual)
     else:
-        gain, move = _breakpoints(c, corner, w, priced, residual, action_set.p)
+        gain, move = _breakpoints(c, corner, w, priced, residual, p)
     reachable = ~todo | enough_free | (gain >= residual)
     delta = np.where((rest & reachable)[:, None] & priced, move, delta)
     # unreachable: the corner of largest gain

@@ -1,0 +1,434 @@
+"""Exact cheapest recourse for a linear score over mixed feature types.
+
+Per row: min ‖w ⊙ δ‖_p subject to c·δ ≥ gap (the score reaches the decision), δ in the
+action set's box at x (bounds, immutables, monotone rules, max_change) and the feature
+types of `ActionSet`: an integer feature moves by whole steps, a binary, ordinal or
+single-column categorical one lands on one of its levels, a one-hot group stays or
+switches to one other level (δ_G = e_k − x_G). A move that lowers the score is never
+part of a cheapest answer, so only the gaining ones are considered.
+
+First the continuous relaxation (each discrete feature relaxed to the interval of its
+allowed moves, a one-hot column to [−x, 1 − x]) is solved in closed form
+(`cheapest_box_recourse`): where its answer respects the types it is the typed optimum.
+Whether the typed problem is reachable at all is closed form too (each feature at its
+largest allowed gain). The other rows are solved exactly, all rows at once:
+
+* p = 1 and p = 2: branch and bound over boxes (`_branch_and_bound`); a box's bound is
+  its continuous optimum, in closed form for boxes that need not hold 0 (`_box_optimum`:
+  a knapsack from the box's point nearest 0 for p = 1, the KKT path's sorted
+  breakpoints for p = 2); a box splits on a discrete feature off its grid or levels
+  (below / above) or on a one-hot group off its levels (one child per switch, one that
+  stays). Boxes whose bound is within 1e-12 (relative) of the row's best answer are
+  dropped, so the answer is optimal to that tolerance.
+* p = ∞: bisection on the cost t (`_cost_bisection`): the largest gain of moves each
+  costing ≤ t is separable over features, non-decreasing in t, and the least t at which
+  it reaches the gap is the optimum; the discrete moves there are kept and the
+  continuous part re-solved in closed form.
+
+`tests/recourse/test_mixed.py` checks every answer against an independent
+mixed-integer program solved by HiGHS (`scipy.optimize.milp`) and against brute force.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from recourse_sim.recourse.action_set import ActionSet
+from recourse_sim.recourse.individual import cheapest_box_recourse
+
+_TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
+
+
+@dataclass(frozen=True)
+class MixedResult:
+    """Per-row answer of `mixed_cheapest_recourse`."""
+
+    delta: np.ndarray  # (n, d) the cheapest typed δ (0 where unreachable)
+    reachable: np.ndarray  # (n,) some typed δ in the box reaches the gap
+    cost: np.ndarray  # (n,) ‖w ⊙ δ‖_p (inf where unreachable)
+    searched_rows: int  # rows whose relaxed optimum broke the types (searched)
+
+
+@dataclass(frozen=True)
+class _Types:
+    """The typed part of an action set, as plain arrays."""
+
+    step: np.ndarray  # (d,) grid step of integer features, 0 elsewhere
+    levels: dict[int, np.ndarray]  # single-column features with a finite set of values
+    groups: tuple[np.ndarray, ...]  # one-hot groups' column indices
+
+    @property
+    def in_unit(self) -> np.ndarray:
+        """Mask of the features whose value is one of a finite set of choices."""
+        mask = np.zeros(len(self.step), bool)
+        mask[list(self.levels)] = True
+        for g in self.groups:
+            mask[g] = True
+        return mask
+
+    @property
+    def discrete(self) -> np.ndarray:
+        return self.in_unit | (self.step > 0)
+
+
+def feature_types(action_set: ActionSet) -> _Types:
+    """The action set's integer steps, single-column levels and one-hot groups."""
+    in_group = np.zeros(action_set.n_features, bool)
+    for g in action_set.onehot_groups_:
+        in_group[g] = True
+    levels = {j: v for j, v in action_set.levels_.items() if not in_group[j]}
+    return _Types(np.asarray(action_set.step_, np.float64), levels, action_set.onehot_groups_)
+
+
+def mixed_cheapest_recourse(
+    coef: np.ndarray,
+    gap: np.ndarray,
+    X: np.ndarray,
+    action_set: ActionSet,
+) -> MixedResult:
+    """min ‖w ⊙ δ‖_p subject to c·δ ≥ gap, δ in the action set's box at x and of its
+    feature types, per row (`coef` c: (n, d), `gap`: (n,), ≤ 0 needs nothing), exactly
+    for p ∈ {1, 2, ∞} (see the module). The ε-ball is not imposed: the caller compares
+    the cost, as for `cheapest_linear_recourse`. On an untyped action set it is
+    `cheapest_linear_recourse`."""
+    c = np.asarray(coef, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    gap = np.broadcast_to(np.asarray(gap, dtype=np.float64), (len(X),))
+    c = np.broadcast_to(c, X.shape)
+    lo, hi = action_set.box(X)
+    w, p = action_set.weights_, action_set.p
+    types = feature_types(action_set)
+    units = _units(types, X, c, lo, hi)
+    rlo, rhi = _relaxed_box(types, units, lo, hi)
+    delta, _ = cheapest_box_recourse(c, gap, rlo, rhi, w, p)
+    # integer and continuous features move only in their gaining direction
+    reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
+    reachable = (gap <= 0) | (gap <= _largest_gain(types, units, c, reach))
+    todo = np.flatnonzero(reachable & (gap > 0) & ~_respects(types, X, delta))
+    if len(todo) and p in (1, 2):
+        delta[todo] = _branch_and_bound(
+            c[todo], gap[todo], X[todo], rlo[todo], rhi[todo], w, p, types,
+            [u.rows(todo) for u in units],
+        )  # fmt: skip
+    elif len(todo) and p == np.inf:
+        delta[todo] = _cost_bisection(
+            c[todo], gap[todo], reach[todo], _norm(w * delta[todo], p), w, types,
+            [u.rows(todo) for u in units],
+        )  # fmt: skip
+    delta[~reachable] = 0.0
+    cost = np.where(reachable, _norm(w * delta, p), np.inf)
+    return MixedResult(delta, reachable, cost, len(todo))
+
+
+def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.ndarray):
+    """Each row's largest c·δ over the typed moves in the box."""
+    span = reach.copy()
+    grid = types.step > 0
+    span[:, grid] = np.floor(reach[:, grid] / types.step[grid] + _TOL) * types.step[grid]
+    with np.errstate(invalid="ignore"):  # inf · 0
+        gain = np.where(types.in_unit | (c == 0), 0.0, np.abs(c) * span).sum(1)
+    for u in units:
+        gain += np.where(u.useful, u.gain, 0.0).max(1, initial=0.0)
+    return gain
+
+
+def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]):
+    """p ∈ {1, 2}: branch and bound, all rows' open nodes at once. A node is a box
+    [lo, hi] on δ whose discrete features' ends are allowed moves; its bound is the
+    box's continuous optimum, in closed form (`_box_optimum`). A node whose optimum
+    respects the types is a candidate; else it splits on the first discrete feature off
+    its grid (below / above its value) or, that failing, the first one-hot group not at
+    a level (one child per useful switch and one that stays). Nodes whose bound is not
+    below the row's best candidate by more than 1e-12 (relative) are dropped."""
+    n, d = c.shape
+    best = np.zeros((n, d))
+    incumbent = np.full(n, np.inf)
+    row = np.arange(n)
+    moves = _allowed_moves(types, units, d)
+    while len(row):
+        delta, ok = _box_optimum(c[row], gap[row], lo, hi, w, p)
+        bound = _norm(w * delta, p)
+        alive = ok & (bound < incumbent[row] * (1 - 1e-12))
+        done = alive & _respects(types, X[row], delta)
+        for k in np.flatnonzero(done):  # (few: one per row and round at most, mostly)
+            i = row[k]
+            if bound[k] < incumbent[i]:
+                incumbent[i], best[i] = bound[k], delta[k]
+        split = alive & ~done
+        row, lo, hi, delta = row[split], lo[split], hi[split], delta[split]
+        if not len(row):
+            break
+        row, lo, hi = _split(row, lo, hi, delta, X, types, units, moves)
+    return best
+
+
+def _box_optimum(c, gap, lo, hi, w, p):
+    """min ‖w ⊙ δ‖_p s.t. c·δ ≥ gap, lo ≤ δ ≤ hi per row, for boxes that need not hold
+    0 (a branch's forced moves), p ∈ {1, 2}: (δ, reachable). Each feature starts at its
+    point nearest 0, `base`, and moves away from 0 in the direction that gains.
+    p = 1: the costs of those moves add to the base's, so it is the knapsack of
+    `cheapest_box_recourse` from the base. p = 2: the KKT point δ(t) = clip(t·c / w²,
+    lo, hi) for the least t ≥ 0 whose gain reaches the gap; the gain is piecewise linear
+    in t, with a breakpoint where a feature leaves or reaches a box end, so t is exact
+    between two sorted breakpoints. (Free features, w = 0, go to their gaining end.)"""
+    base = np.clip(0.0, lo, hi)
+    if p == 1:
+        need = gap - np.einsum("nd,nd->n", c, base)
+        step, ok = cheapest_box_recourse(c, need, lo - base, hi - base, w, 1)
+        return base + step, ok
+    priced = w > 0
+    free = ~priced & (c != 0)
+    base = np.where(free, np.where(c > 0, hi, lo), base)
+    unbounded_free = free & np.isinf(base)
+    base = np.where(unbounded_free, 0.0, base)
+    a = np.where(priced, c / np.where(priced, w, 1.0) ** 2, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ends = np.concatenate([lo / a, hi / a], 1)  # t at which each feature meets an end
+    ends = np.where(np.isfinite(ends) & (ends > 0), ends, 0.0)
+    ts = np.sort(np.concatenate([np.zeros((len(c), 1)), ends], 1), 1)
+
+    def at(t):  # (rows, k) → δ(t) (rows, k, d)
+        move = np.clip(t[:, :, None] * a[:, None, :], lo[:, None, :], hi[:, None, :])
+        return np.where(priced, move, base[:, None, :])
+
+    gains = np.einsum("nkd,nd->nk", at(ts), c)
+    reached = gains >= gap[:, None]
+    k = np.argmax(reached, 1)
+    rows = np.arange(len(c))
+    hit = reached.any(1)
+    # beyond the last breakpoint only unbounded features still move
+    last = ts[:, -1]
+    moving = priced & (((a > 0) & np.isinf(hi)) | ((a < 0) & np.isinf(lo)))
+    slope_out = np.where(moving, c * a, 0.0).sum(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_prev, g_prev = ts[rows, np.maximum(k - 1, 0)], gains[rows, np.maximum(k - 1, 0)]
+        t_k, g_k = ts[rows, k], gains[rows, k]
+        inside = t_prev + (gap - g_prev) * (t_k - t_prev) / (g_k - g_prev)
+        t = np.where(k == 0, 0.0, np.where(g_k > g_prev, inside, t_k))
+        beyond = last + (gap - gains[:, -1]) / slope_out
+    t = np.where(hit, np.minimum(np.maximum(t, t_prev), t_k), beyond)
+    ok = hit | (slope_out > 0)
+    if unbounded_free.any():  # a free unbounded feature closes any gap at no cost
+        t = np.where(unbounded_free.any(1), 0.0, t)
+        ok |= unbounded_free.any(1)
+    t = np.where(ok, t, last)
+    delta = at(t[:, None])[:, 0]
+    if unbounded_free.any():
+        short = gap - np.einsum("nd,nd->n", c, delta)
+        j = np.argmax(unbounded_free, 1)
+        fill = unbounded_free.any(1) & (short > 0)
+        delta[fill, j[fill]] = short[fill] / c[fill, j[fill]]
+    return delta, ok
+
+
+def _allowed_moves(types: _Types, units: list[_Unit], d: int):
+    """Per single-column discrete feature j: (n, m) sorted allowed moves (NaN padding;
+    None for integers, whose moves are the grid)."""
+    out = {}
+    for u in units:
+        if len(u.cols) == 1 and int(u.cols[0]) in types.levels:
+            m = np.where(u.useful, u.moves[:, :, 0], np.nan)
+            out[int(u.cols[0])] = np.sort(np.concatenate([m, np.zeros((len(m), 1))], 1), 1)
+    return out
+
+
+def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
+    """The children of nodes whose optimum δ breaks the types (see `_branch_and_bound`)."""
+    n, d = delta.shape
+    off = np.zeros((n, d), bool)
+    grid = types.step > 0
+    if grid.any():
+        k = delta[:, grid] / types.step[grid]
+        off[:, grid] = np.abs(k - np.round(k)) > _TOL
+    for j, m in moves.items():
+        off[:, j] = ~(np.abs(m[row] - delta[:, j, None]) <= _TOL).any(1)
+    single = off.any(1)
+    children = []
+    if single.any():
+        k = np.flatnonzero(single)
+        j = off[k].argmax(1)
+        v = delta[k, j]
+        below, above = np.empty(len(k)), np.empty(len(k))
+        on_grid = grid[j]
+        s, vg = types.step[j[on_grid]], v[on_grid]
+        below[on_grid], above[on_grid] = np.floor(vg / s) * s, np.ceil(vg / s) * s
+        for f in np.unique(j[~on_grid]):
+            sel = np.flatnonzero((j == f) & ~on_grid)
+            m = moves[int(f)][row[k[sel]]]
+            with np.errstate(invalid="ignore"):
+                below[sel] = np.nanmax(np.where(m < v[sel, None], m, np.nan), 1)
+                above[sel] = np.nanmin(np.where(m > v[sel, None], m, np.nan), 1)
+        for end, side in ((below, hi), (above, lo)):
+            keep = ~np.isnan(end)
+            lo_c, hi_c = lo[k[keep]].copy(), hi[k[keep]].copy()
+            (hi_c if side is hi else lo_c)[np.arange(keep.sum()), j[keep]] = end[keep]
+            fits = (lo_c <= hi_c + _TOL).all(1)
+            children.append((row[k[keep]][fits], lo_c[fits], hi_c[fits]))
+    rest = np.flatnonzero(~single)
+    if len(rest):
+        # a one-hot group off its levels: fix it to each useful switch, or to staying
+        broken = ~_respects_groups(types, X[row[rest]], delta[rest])
+        g = broken.argmax(1)
+        for gi, u in enumerate(
+            u for u in units if len(u.cols) > 1 or int(u.cols[0]) not in types.levels
+        ):
+            sel = rest[g == gi]
+            if not len(sel):
+                continue
+            options = [(np.zeros((len(sel), len(u.cols))), np.ones(len(sel), bool))]
+            options += [
+                (u.moves[row[sel], o], u.useful[row[sel], o]) for o in range(u.moves.shape[1])
+            ]
+            for move, useful in options:
+                lo_c, hi_c = lo[sel].copy(), hi[sel].copy()
+                lo_c[:, u.cols] = hi_c[:, u.cols] = move
+                children.append((row[sel][useful], lo_c[useful], hi_c[useful]))
+    return tuple(np.concatenate(parts) for parts in zip(*children, strict=True))
+
+
+def _respects_groups(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """(n, groups): whether each one-hot group of δ stays or lands on a level."""
+    out = np.ones((len(X), len(types.groups)), bool)
+    for k, g in enumerate(types.groups):
+        only = _Types(np.zeros(len(types.step)), {}, (g,))
+        out[:, k] = _respects(only, X, delta)
+    return out
+
+
+def _cost_bisection(c, gap, reach, lower, w, types: _Types, units: list[_Unit]) -> np.ndarray:
+    """p = ∞: the least cost t at which the largest gain G(t) of moves costing ≤ t each
+    reaches the gap. G is separable (each feature or unit takes its best move within t)
+    and non-decreasing, so t is bisected (to float precision; from the relaxation's cost
+    up); the discrete moves of the final t are kept and the continuous part re-solved
+    in closed form (no dearer than t)."""
+    n = len(c)
+    linear = ~types.in_unit & (c != 0)
+    step = np.where(types.step > 0, types.step, 0.0)
+    absc = np.abs(c)
+    unit_cost = [np.abs(u.moves * w[u.cols]).max(2) for u in units]
+
+    def moves_within(t: np.ndarray):
+        """(the linear features' moves |δ_j| within cost t, each unit's best option or −1)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            size = np.where(w > 0, t[:, None] / np.where(w > 0, w, 1.0), np.inf)
+            size = np.minimum(size, reach)
+            size = np.where(
+                step > 0, np.floor(size / np.where(step > 0, step, 1.0) + _TOL) * step, size
+            )
+        size = np.where(linear, size, 0.0)
+        picks = []
+        for u, cost in zip(units, unit_cost, strict=True):
+            gain = np.where(u.useful & (cost <= t[:, None]), u.gain, 0.0)
+            picks.append(np.where(gain.max(1, initial=0.0) > 0, gain.argmax(1), -1))
+        return size, picks
+
+    def largest_gain(t: np.ndarray) -> np.ndarray:
+        size, picks = moves_within(t)
+        with np.errstate(invalid="ignore"):
+            gain = np.where(size > 0, absc * size, 0.0).sum(1)
+        for u, pick in zip(units, picks, strict=True):
+            gain += np.where(pick >= 0, u.gain[np.arange(n), pick], 0.0)
+        return gain
+
+    low = np.maximum(lower, 0.0) * (1 - 1e-12)
+    high = np.maximum(lower, 1e-300)
+    for _ in range(2100):  # doubling: the dearest useful move bounds t (or float's end)
+        short = largest_gain(high) < gap
+        if not short.any():
+            break
+        low = np.where(short, high, low)
+        high = np.where(short, high * 2, high)
+    for _ in range(200):
+        if (high - low <= 1e-15 * high).all():
+            break
+        mid = 0.5 * (low + high)
+        enough = largest_gain(mid) >= gap
+        high, low = np.where(enough, mid, high), np.where(enough, low, mid)
+    size, picks = moves_within(high)
+    delta = np.where(types.step > 0, np.sign(c) * size, 0.0)
+    for u, pick in zip(units, picks, strict=True):
+        chosen = pick >= 0
+        delta[np.ix_(chosen, u.cols)] = u.moves[np.flatnonzero(chosen), pick[chosen]]
+    cont = linear & (types.step == 0)
+    residual = gap - np.einsum("nd,nd->n", c, delta)
+    if cont.any():
+        lo = np.where(cont & (c < 0), -reach, 0.0)
+        hi = np.where(cont & (c > 0), reach, 0.0)
+        move, _ = cheapest_box_recourse(np.where(cont, c, 0.0), residual, lo, hi, w, np.inf)
+        delta = np.where(cont & (residual > 0)[:, None], move, delta)
+    return delta
+
+
+def _norm(a: np.ndarray, p: float) -> np.ndarray:
+    return np.linalg.norm(a, ord=p, axis=-1)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One finite choice per row: a single-column feature's level or a one-hot switch."""
+
+    cols: np.ndarray  # (k,) the features it sets
+    moves: np.ndarray  # (n, m, k) δ on those columns of each option
+    useful: np.ndarray  # (n, m) the option is in the box and raises the score
+    gain: np.ndarray  # (n, m) c·δ of each option
+
+    def rows(self, which: np.ndarray) -> _Unit:
+        return _Unit(self.cols, self.moves[which], self.useful[which], self.gain[which])
+
+
+def _units(types: _Types, X, c, lo, hi) -> list[_Unit]:
+    units = []
+    for j, levels in types.levels.items():
+        moves = (levels[None, :] - X[:, j, None])[:, :, None]
+        units.append(_unit(np.array([j]), moves, c, lo, hi))
+    for g in types.groups:
+        moves = np.eye(len(g))[None, :, :] - X[:, None, g]  # switching to level k: e_k − x_G
+        units.append(_unit(g, moves, c, lo, hi))
+    return units
+
+
+def _unit(cols, moves, c, lo, hi) -> _Unit:
+    lo_u, hi_u = lo[:, None, cols], hi[:, None, cols]
+    inside = ((moves >= lo_u - _TOL) & (moves <= hi_u + _TOL)).all(-1)
+    gain = np.einsum("nmk,nk->nm", moves, c[:, cols])
+    moves = np.clip(moves, lo_u, hi_u)  # (by a tolerance's worth at most)
+    return _Unit(cols, moves, inside & (gain > 0), gain)
+
+
+def _relaxed_box(types: _Types, units: list[_Unit], lo, hi):
+    """The box with each discrete feature relaxed to the interval of its allowed moves
+    (a superset of the typed choices, so its optimum is a lower bound)."""
+    rlo, rhi = lo.copy(), hi.copy()
+    grid = types.step > 0
+    if grid.any():
+        s = types.step[grid]
+        rlo[:, grid] = np.ceil(lo[:, grid] / s - _TOL) * s
+        rhi[:, grid] = np.floor(hi[:, grid] / s + _TOL) * s
+    for u in units:
+        for k, j in enumerate(u.cols):
+            m = np.where(u.useful, u.moves[:, :, k], 0.0)
+            rlo[:, j] = np.minimum(m.min(1), 0.0)
+            rhi[:, j] = np.maximum(m.max(1), 0.0)
+    return rlo, rhi
+
+
+def _respects(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Which rows of δ respect the feature types (within `_TOL`); not moving always does."""
+    ok = np.ones(len(X), bool)
+    grid = types.step > 0
+    if grid.any():
+        k = delta[:, grid] / types.step[grid]
+        ok &= (np.abs(k - np.round(k)) <= _TOL).all(1)
+    for j, levels in types.levels.items():
+        value = X[:, j] + delta[:, j]
+        on_level = (np.abs(value[:, None] - levels[None, :]) <= _TOL).any(1)
+        ok &= on_level | (np.abs(delta[:, j]) <= _TOL)
+    for g in types.groups:
+        value = X[:, g] + delta[:, g]
+        rounded = np.round(value)
+        one_hot = (np.abs(value - rounded) <= _TOL).all(1) & np.isin(rounded, (0.0, 1.0)).all(1)
+        one_hot &= rounded.sum(1) == 1.0
+        ok &= one_hot | (np.abs(delta[:, g]) <= _TOL).all(1)
+    return ok

@@ -1,0 +1,315 @@
+"""Exact cheapest recourse over mixed feature types (`recourse_sim.recourse.mixed`)
+against brute force and against a mixed-integer program formulated here, independently,
+and solved by HiGHS (`scipy.optimize.milp`)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from recourse_sim.data import load
+from recourse_sim.learners import LogisticRegression
+from recourse_sim.recourse import ActionSet, individual_recourse
+from recourse_sim.recourse.mixed import mixed_cheapest_recourse
+
+# -- small problems against brute force ------------------------------------------------
+
+# continuous, integer (step 1), integer (step 0.5), binary, ordinal {1..4}, one-hot of 3
+TYPES = ["continuous", "integer", "integer", "binary", "ordinal"] + ["categorical"] * 3
+LOWER = np.r_[-3.0, 0, 0, 0, 1, 0, 0, 0]
+UPPER = np.r_[3.0, 6, 3, 1, 4, 1, 1, 1]
+
+
+def _small(rng, p, trial):
+    x = np.r_[
+        rng.normal(),
+        rng.integers(0, 5),
+        rng.integers(0, 4) * 0.5,
+        rng.integers(0, 2),
+        rng.integers(1, 5),
+        np.eye(3)[rng.integers(3)],
+    ]
+    aset = ActionSet(
+        8,
+        lower=LOWER,
+        upper=UPPER,
+        cost_weights=rng.uniform(0.2, 2.0, 8),
+        p=p,
+        epsilon=100.0,
+        increase_only=[4] if trial % 3 == 0 else (),
+        immutable=[0] if trial % 4 == 0 else (),
+        feature_types=TYPES,
+        steps=[1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0],
+        levels={4: [1.0, 2.0, 3.0, 4.0]},
+        onehot_groups=[[5, 6, 7]],
+    )
+    return x, aset
+
+
+def _brute_force(x, c, gap, lo, hi, w, p):
+    """Every typed choice of the discrete features; the continuous feature 0 then moves
+    exactly as far as the gap needs (the cheapest way to close it alone)."""
+
+    def grid(step, low, high):
+        return np.arange(np.ceil(low / step - 1e-9), np.floor(high / step + 1e-9) + 1) * step
+
+    def within(m, j):
+        return lo[j] - 1e-9 <= m <= hi[j] + 1e-9
+
+    levels3 = [v - x[3] for v in (0, 1) if within(v - x[3], 3)]
+    levels4 = [v - x[4] for v in (1, 2, 3, 4) if within(v - x[4], 4)]
+    group = [
+        np.eye(3)[k] - x[5:]
+        for k in range(3)
+        if all(within(m, 5 + i) for i, m in enumerate(np.eye(3)[k] - x[5:]))
+    ]
+    best = np.inf
+    for a, b, e, f, g in itertools.product(
+        grid(1.0, lo[1], hi[1]), grid(0.5, lo[2], hi[2]), levels3, levels4, group
+    ):
+        delta = np.r_[0.0, a, b, e, f, g]
+        short = gap - c @ delta
+        if short > 0:
+            if c[0] == 0 or not (lo[0] - 1e-12 <= short / c[0] <= hi[0] + 1e-12):
+                continue
+            delta[0] = short / c[0]
+        best = min(best, np.linalg.norm(w * delta, ord=p))
+    return best
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+def test_mixed_matches_brute_force(p):
+    rng = np.random.default_rng(0)
+    solved = 0
+    for trial in range(60):
+        x, aset = _small(rng, p, trial)
+        c = rng.normal(size=(1, 8))
+        gap = np.array([rng.uniform(0.0, 4.0)])
+        found = mixed_cheapest_recourse(c, gap, x[None], aset)
+        lo, hi = aset.box(x[None])
+        best = _brute_force(x, c[0], gap[0], lo[0], hi[0], aset.weights_, p)
+        assert bool(found.reachable[0]) == np.isfinite(best)
+        if np.isfinite(best):
+            solved += 1
+            assert found.cost[0] == pytest.approx(best, rel=1e-9, abs=1e-12)
+            assert c[0] @ found.delta[0] >= gap[0] * (1 - 1e-12)  # (to rounding)
+            assert aset.replace(epsilon=1e9).contains(x[None], found.delta)[0]
+    assert solved > 40
+
+
+# -- German credit, every rejected row, against an independent MILP --------------------
+
+
+@pytest.fixture(scope="module")
+def german_typed():
+    """German credit with its types: whole-number features integer (step 1), the two
+    1..4 codes ordinal, the 0/1 features binary, and the checking account a one-hot
+    group of three levels (the column of the third level, 'some balance', added here).
+    Everything may change but sex, foreign worker and people liable; age only up."""
+    ds = load("german")
+    names = list(ds.feature_names)
+    X = np.asarray(ds.X, dtype=np.float64)
+    negative, none = names.index("checking_account_negative"), names.index("checking_account_none")
+    X = np.c_[X, 1.0 - X[:, negative] - X[:, none]]
+    names.append("checking_account_some")
+    types = dict(zip(ds.feature_names, ds.feature_types, strict=True))
+    types |= {"installment_rate": "ordinal", "present_residence_since": "ordinal"}
+    group = ["checking_account_negative", "checking_account_none", "checking_account_some"]
+    learner = LogisticRegression(C=1.0).fit(X, ds.y)
+    rejected = X[learner.predict(X) == 0]
+
+    def action_set(p, epsilon):
+        return ActionSet(
+            len(names),
+            feature_names=names,
+            immutable=["sex_male", "foreign_worker_yes", "number_of_people_liable_for"],
+            increase_only=["age"],
+            lower=X.min(0),
+            upper=X.max(0),
+            cost_weights=1.0 / X.std(0),
+            p=p,
+            epsilon=epsilon,
+            feature_types=[types.get(n, "categorical") for n in names],
+            levels={"installment_rate": [1, 2, 3, 4], "present_residence_since": [1, 2, 3, 4]},
+            onehot_groups=[group],
+        )
+
+    return learner, rejected, action_set
+
+
+def _milp_min_cost(x, c, gap, aset: ActionSet):
+    """The typed min-cost problem as one mixed-integer program, written from the action
+    set's declaration alone. Variables, per feature: an integer feature k⁺, k⁻ ≥ 0
+    integer (δ = step·(k⁺ − k⁻)); a continuous one δ⁺, δ⁻ ≥ 0; a feature with levels, or
+    a one-hot group, a 0/1 indicator per value (exactly one on); p = ∞ adds t ≥ every
+    |w_j δ_j|. Returns the optimal δ, or None where infeasible."""
+    d = aset.n_features
+    lo, hi = (b[0] for b in aset.box(x[None]))
+    w = aset.weights_
+    in_group = {j for g in aset.onehot_groups_ for j in g}
+    cols = []  # (kind, feature, value): the variables
+    for j in range(d):
+        if j in in_group:
+            continue
+        if j in aset.levels_:
+            cols += [("level", j, v) for v in aset.levels_[j]]
+        else:
+            cols += [("up", j, None), ("down", j, None)]
+    for gi, g in enumerate(aset.onehot_groups_):
+        cols += [("group", gi, k) for k in range(len(g))]
+    nv = len(cols) + 1  # + t
+    D = np.zeros((d, nv))  # δ = D·v + const
+    const = np.zeros(d)
+    upper = np.full(nv, np.inf)
+    integrality = np.zeros(nv)
+    rows, lbs, ubs = [], [], []
+    for i, (kind, j, v) in enumerate(cols):
+        if kind in ("up", "down"):
+            s = aset.step_[j] if aset.types_[j] == "integer" else 1.0
+            D[j, i] = s if kind == "up" else -s
+            integrality[i] = aset.types_[j] == "integer"
+            upper[i] = (hi[j] if kind == "up" else -lo[j]) / s
+            if integrality[i]:
+                upper[i] = np.floor(upper[i] + 1e-9)
+        elif kind == "level":
+            D[j, i] = v
+            integrality[i], upper[i] = 1, 1
+            const[j] = -x[j]
+            if not (lo[j] - 1e-9 <= v - x[j] <= hi[j] + 1e-9) and v != x[j]:
+                upper[i] = 0  # a level the box rules out
+        else:
+            col = aset.onehot_groups_[j][v]
+            D[col, i] = 1.0
+            integrality[i], upper[i] = 1, 1
+            const[col] = -x[col]
+    for key in {(k, j) for k, j, _ in cols if k in ("level", "group")}:
+        a = np.zeros(nv)
+        a[[i for i, (k, j, _) in enumerate(cols) if (k, j) == key]] = 1.0
+        rows.append(a)
+        lbs.append(1.0)
+        ubs.append(1.0)
+    for g in aset.onehot_groups_:  # each column's move stays in its box
+        for col in g:
+            rows.append(D[col])
+            lbs.append(lo[col] - const[col] - 1e-9)
+            ubs.append(hi[col] - const[col] + 1e-9)
+    rows.append(c @ D)  # the score reaches the gap
+    lbs.append(gap - c @ const)
+    ubs.append(np.inf)
+    # |w_j δ_j| per feature as a linear function of v: up/down parts, or per value
+    weighted = np.zeros((d, nv))
+    for i, (kind, j, v) in enumerate(cols):
+        if kind in ("up", "down"):
+            weighted[j, i] = w[j] * abs(D[j, i])
+        elif kind == "level":
+            weighted[j, i] = w[j] * abs(v - x[j])
+        else:
+            col = aset.onehot_groups_[j][v]
+            for other in aset.onehot_groups_[j]:
+                weighted[other, i] = w[other] * abs((other == col) - x[other])
+    if aset.p == 1:
+        obj = weighted.sum(0)
+    else:
+        obj = np.zeros(nv)
+        obj[-1] = 1.0
+        for j in range(d):
+            a = weighted[j].copy()
+            a[-1] = -1.0
+            rows.append(a)
+            lbs.append(-np.inf)
+            ubs.append(0.0)
+    res = milp(
+        obj * 1e6,  # (HiGHS stops within an absolute gap of 1e-6: make that 1e-12)
+        constraints=LinearConstraint(np.array(rows), lbs, ubs),
+        integrality=integrality,
+        bounds=Bounds(0.0, upper),
+        options={"mip_rel_gap": 0.0, "presolve": False},
+    )
+    if res.status == 2:
+        return None
+    assert res.x is not None, res.message
+    return (
+        D @ np.round(np.where(integrality > 0, res.x, 0.0))
+        + D @ np.where(integrality > 0, 0.0, res.x)
+        + const
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p", [1, np.inf])
+def test_min_cost_german_matches_independent_milp(german_typed, p):
+    """min_cost on every rejected German row equals the MILP optimum within 1e-6
+    relative, and succeeds exactly where the MILP's optimum is within the budget."""
+    learner, rejected, action_set = german_typed
+    free = action_set(p, 1e9)
+    state = learner.state_
+    coef = state["coef"].numpy()[0]
+    scale = state["x_scale"].numpy() if "x_scale" in state else np.ones_like(coef)
+    shift = state["x_shift"].numpy() if "x_shift" in state else np.zeros_like(coef)
+    c = coef / scale
+    logit = ((rejected - shift) / scale) @ coef + float(state["intercept"].numpy()[0])
+    gap = -logit + 1e-12 * (1.0 + np.abs(logit))
+    reference = [_milp_min_cost(x, c, g, free) for x, g in zip(rejected, gap, strict=True)]
+    solvable = np.array([r is not None for r in reference])
+    ref_cost = np.array([free.cost(r[None])[0] if r is not None else np.inf for r in reference])
+    # a budget that half of the rows' optimum fits in: success must follow it exactly
+    epsilon = float(np.median(ref_cost[solvable])) * 1.001
+    aset = action_set(p, epsilon)
+    res = individual_recourse(learner, rejected, 1, aset, method="linear", objective="min_cost")
+    expected = solvable & (ref_cost <= epsilon)
+    assert 0 < expected.sum() < len(rejected)
+    np.testing.assert_array_equal(res.success, expected)
+    assert aset.contains(rejected, res.delta).all()
+    np.testing.assert_allclose(res.cost[expected], ref_cost[expected], rtol=1e-6)
+    # without a budget: every solvable row, every cost
+    res = individual_recourse(learner, rejected, 1, free, method="linear", objective="min_cost")
+    np.testing.assert_array_equal(res.success, solvable)
+    np.testing.assert_allclose(res.cost[solvable], ref_cost[solvable], rtol=1e-6)
+
+
+# -- nonlinear min_cost: never "no recourse" where the budget answer gets the decision --
+
+
+@pytest.fixture(scope="module")
+def german_mlp():
+    from recourse_sim.learners import MLPClassifier
+
+    ds = load("german")
+    X = np.asarray(ds.X, dtype=np.float64)
+    Z = (X - X.mean(0)) / X.std(0)
+    model = MLPClassifier(hidden=(20, 20), random_state=0, fit_epochs=300).fit(Z, ds.y)
+    rejected = Z[model.predict(Z) == 0][:80]
+    names = list(ds.feature_names)
+    actionable = ["duration", "credit_amount", "installment_rate", "age"]
+    return model, rejected, names, actionable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["pgd", "wachter", "linear"])
+@pytest.mark.parametrize("typed", [False, True])
+def test_nonlinear_min_cost_succeeds_where_budget_does(german_mlp, method, typed):
+    model, rejected, names, actionable = german_mlp
+    aset = ActionSet(
+        len(names),
+        feature_names=names,
+        immutable=[n for n in names if n not in actionable],
+        increase_only=["age"],
+        p=2,
+        epsilon=1.0,
+        # (standardised units: a whole-number step of 0.5 SD stands in for integers)
+        feature_types={"duration": "integer", "age": "integer"} if typed else None,
+        steps={"duration": 0.5, "age": 0.5} if typed else None,
+    )
+    budget = individual_recourse(model, rejected, 1, aset, method=method, steps=50)
+    cheap = individual_recourse(
+        model, rejected, 1, aset, method=method, objective="min_cost", steps=50
+    )
+    assert budget.success.any() and not budget.success.all()
+    assert not (budget.success & ~cheap.success).any()
+    assert aset.contains(rejected, cheap.delta).all()
+    # where both succeed, min_cost is no dearer than the budget answer
+    both = budget.success & cheap.success
+    assert (cheap.cost[both] <= budget.cost[both] * (1 + 1e-9)).all()
