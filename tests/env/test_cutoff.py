@@ -246,7 +246,7 @@ def test_seekers_at_cutoff_is_empty_without_seekers_and_under_argmax():
 def test_the_readme_job_has_no_pile_with_the_defaults(tmp_path):
     """`recourse-sim run school_assignment --rounds 20 --seed 0` as bundled: fewer than
     half of the seekers end on the cut-off in every round, nothing is warned of, and
-    recourse succeeds for a share of the seekers that the README states (23-31 %)."""
+    recourse succeeds for a share of the seekers that the README states (19-24 %)."""
     out = tmp_path / "school"
     argv = ["run", "school_assignment", "--rounds", "20", "--seed", "0", "--out", str(out)]
     assert main([*argv, "-q"]) == 0  # (warnings are errors in the tests: none)
@@ -255,7 +255,7 @@ def test_the_readme_job_has_no_pile_with_the_defaults(tmp_path):
     assert len(everyone) == 20
     assert (everyone["seekers_at_cutoff"] < 0.5).all()
     success = everyone["recourse_success_rate"]
-    assert 0.22 < success.min() and success.max() < 0.32
+    assert 0.18 < success.min() and success.max() < 0.25
 
 
 @pytest.mark.parametrize(("name", "cut"), [("school_assignment", True), ("oar_iris", False)])
