@@ -106,6 +106,8 @@ LEADING_COLUMNS = (
     "model_accuracy",
 )
 """The contract columns, always first and in this order."""
+SEEKER_COLUMNS = ("recourse_success_rate", "mean_cost")
+"""The seekers' rates: empty (NaN) in a round with no seekers."""
 
 FLOAT_FORMAT = ".10g"
 """Format of every float cell: 10 significant digits, enough for rates and costs and
@@ -480,10 +482,12 @@ def _summary(
     final = {}
     for row in last.to_dict("records"):
         # Leave out metrics this group never has (e.g. segregation exists for "all" only);
-        # a metric undefined in the last round only (no seekers) stays, as null.
+        # the seekers' rates, undefined in a round with no seekers, stay (as null).
         reported = frame.loc[frame["group"] == row["group"]].notna().any()
         final[str(row["group"])] = {
-            k: _json_value(v) for k, v in row.items() if k not in ("round", "group") and reported[k]
+            k: _json_value(v)
+            for k, v in row.items()
+            if k not in ("round", "group") and (reported[k] or k in SEEKER_COLUMNS)
         }
     return {
         "scenario": scenario.name,

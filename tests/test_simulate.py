@@ -93,7 +93,9 @@ class FakeEnv(gymnasium.Env):
                 "acceptance_rate": float(accepted[members].mean()),
                 # No seekers: no rate (NaN), as a real env reports it.
                 "recourse_success_rate": float(rng.random()) if seekers.sum() > 2 else np.nan,
-                "mean_cost": float(np.abs(x[seekers]).sum(axis=1).mean()) if seekers.any() else 0,
+                "mean_cost": (
+                    float(np.abs(x[seekers]).sum(axis=1).mean()) if seekers.any() else np.nan
+                ),
                 "n_seekers": int(seekers.sum()),
             }
             if name == "all":

@@ -55,10 +55,12 @@ def draw_frame(title: str, history: list[list[dict[str, Any]]], rounds: int) -> 
 
 
 def _value(rows: list[dict[str, Any]], group: str, key: str) -> float:
-    """A metric of one group's row (NaN where the group or the metric is missing)."""
+    """A metric of one group's row (NaN where the group or the metric is missing or
+    empty)."""
     for m in rows:
         if m["group"] == group:
-            return float(m.get(key, np.nan))
+            value = m.get(key)
+            return np.nan if value is None else float(value)  # None: no seekers
     return np.nan
 
 
