@@ -749,7 +749,8 @@ def simulate(
             may be larger than the rounds already done, to extend a finished run.
         overwrite: replace a finished run in `out`.
         progress: show progress on stderr: True or ``"bar"``, a tqdm bar (a terminal);
-            ``"lines"``, one line every few seconds (logs, pipes, batch jobs).
+            ``"lines"``, plain lines (logs, pipes, batch jobs): after the first round, every
+            few seconds, and after the last.
         people: also return the people table (the rows of ``people.csv``).
         people_features: people.csv also holds each feature's true value and report
             (``feature_<f>``, ``reported_<f>``); part of the run's identity.
@@ -904,17 +905,19 @@ def _warn_if_piled(frame: pd.DataFrame, scenario: Scenario) -> None:
 
 
 class _ProgressLines:
-    """Progress for a log: one line on stderr every `PROGRESS_LINE_SECONDS` (none for a
-    run that ends sooner)."""
+    """Progress for a log: a line on stderr after the first round, then one every
+    `PROGRESS_LINE_SECONDS`, and one after the last round (so even a short run says how
+    far it got and how long it took)."""
 
     def __init__(self, name: str, rounds: int):
         self.name, self.rounds, self.every = name, rounds, PROGRESS_LINE_SECONDS
         self.started = self.last = time.monotonic()
+        self.printed = False
 
     def tick(self, done: int) -> None:
         now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
+        if not self.printed or now - self.last >= self.every or done == self.rounds:
+            self.last, self.printed = now, True
             print(
                 f"{self.name}: round {done}/{self.rounds} ({now - self.started:.0f} s)",
                 file=sys.stderr,
