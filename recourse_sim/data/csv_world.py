@@ -331,12 +331,3 @@ def _cell(value: str) -> str:
     """A cell's text for an error line: quoted, at most 20 characters."""
     text = str(value)
     return repr(text if len(text) <= 20 else text[:17] + "...")
-
-
-def renumbered(data: TabularData) -> bool:
-    """Whether numeric label values got other class numbers than their own (a binary
-    label whose favourable value is 0: value 0 is class 1)."""
-    try:
-        return any(float(v) != i for i, v in enumerate(data.class_values))
-    except ValueError:  # words, not numbers: there is no number to confuse
-        return False

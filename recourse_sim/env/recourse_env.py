@@ -286,7 +286,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self.group_labels, scenario.query
         )
 
-        check_classes(scenario, self.n_classes)
+        # a CSV's labels may be named by their values in the file
+        values = self.world.data.class_values if scenario.world.kind == "csv" else ()
+        check_classes(scenario, self.n_classes, values)
         self.action_set, self.causal = _base_action_set(scenario, self.world)
         self.strategies: list[Strategy] = []
         for pname, pop in scenario.populations.items():
@@ -781,8 +783,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
         if spec.groups is not None:
             mask &= np.isin(c.group, [self.group_labels.index(g) for g in spec.groups])
-        if spec.labels is not None:
-            mask &= np.isin(c.y0, spec.labels)
+        if spec.classes is not None:
+            mask &= np.isin(c.y0, spec.classes)
         return mask
 
     def _capacity_cut(self, proba: np.ndarray, favourable: np.ndarray) -> float | None:
