@@ -39,6 +39,9 @@ class TabularData:
     decrease_only: np.ndarray = field(repr=False)
     # the label value each class number stands for (CSV worlds; empty: the numbers)
     class_values: tuple[str, ...] = ()
+    # each feature column's type as read (CSV worlds: numeric, integer, binary; empty:
+    # not known)
+    column_types: tuple[str, ...] = ()
 
 
 def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
@@ -194,6 +197,7 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         increase_only=np.zeros(d, bool),
         decrease_only=np.zeros(d, bool),
         class_values=class_values,
+        column_types=tuple(columns.values()),
     )
 
 
