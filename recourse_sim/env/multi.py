@@ -89,6 +89,7 @@ class RecourseParallelEnv(ParallelEnv):
             **overrides,
         )
         self.render_mode = render_mode
+        self.metadata = {**type(self).metadata, "render_modes": self.env.metadata["render_modes"]}
         self._strategies = {
             s.population: s for s in self.env.strategies if isinstance(s, Controlled)
         }

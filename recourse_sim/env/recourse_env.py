@@ -27,7 +27,7 @@ from recourse_sim.env.metrics import (
     tie_key,
 )
 from recourse_sim.env.pool import Pool, pool_rules
-from recourse_sim.env.rendering import Window, draw_frame, has_display
+from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
 from recourse_sim.env.streams import (
     DECISION,
     LEARNER,
@@ -239,9 +239,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
       ``Recourse-v0`` with a scenario that has no controlled population.
     """
 
-    # "human" only where a window can open (checkers try every listed mode)
+    # The class lists "human" so that `gym.make(..., render_mode="human")` passes it to
+    # __init__, which refuses it without a display naming rgb_array (unlisted, Gymnasium
+    # would wrap the env in its pygame HumanRendering instead). An instance lists it only
+    # where a window can open: checkers try every mode an instance lists.
     metadata: ClassVar[dict[str, Any]] = {
-        "render_modes": ["ansi", "rgb_array", *(["human"] if has_display() else [])],
+        "render_modes": ["ansi", "rgb_array", "human"],
         "render_fps": 4,
     }
     # the action drives one controlled population (the multi-agent env lifts this)
@@ -259,6 +262,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "render_mode='human' needs a display (none found: DISPLAY is not set); "
                 "use render_mode='rgb_array' for frames without one"
             )
+        self.metadata = {**type(self).metadata, "render_modes": render_modes()}
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"render_mode={render_mode!r} is not one of {self.metadata['render_modes']}"
