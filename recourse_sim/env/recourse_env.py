@@ -220,6 +220,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
+    * spec revision (every ID): each spec has ``max_episode_steps`` (its
+      scenario's rounds; ``Recourse-v0``: ``school_assignment``'s), so ``gym.make`` adds
+      a ``TimeLimit``; ``render_mode="human"`` without a display is a `ConfigError`
+      naming ``rgb_array``.
     * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
       settings as the action (``action: oar``), so that a policy's action space contains
       collective OAR. The v1 IDs are kept with their shift action.
