@@ -50,6 +50,8 @@ ENV_IDS: dict[str, dict] = {
 MAX_EPISODE_STEPS: dict[str, int] = {
     "recourse_sim/SchoolAssignment-v1": 20,
     "recourse_sim/Lending-v1": 20,
+    "recourse_sim/SchoolAssignment-v2": 20,
+    "recourse_sim/Lending-v2": 20,
     "recourse_sim/SchoolAssignment-v0": 50,
     "recourse_sim/Lending-v0": 50,
     "recourse_sim/Recourse-v0": 50,

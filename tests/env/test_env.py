@@ -734,7 +734,7 @@ def test_the_oar_collectives_model_starts_the_update(monkeypatch):
         assert [row["acceptance_rate"] for row in m1] == [row["acceptance_rate"] for row in m2]
 
 
-@pytest.mark.parametrize("env_id", CONTRACT_IDS)
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
 def test_every_id_spec_has_its_scenarios_episode_length(env_id):
     from recourse_sim.scenarios import load_scenario
 
