@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DYNAMICS_PANELS", "plot_dynamics", "plot_runs", "plot_sweep"]
 
+RUNS_AVERAGED = "runs_averaged"  # a sweep cell's runs with seekers, per round
 DYNAMICS_PANELS = (
     ("acceptance_rate", "acceptance rate"),
     ("recourse_success_rate", "recourse success rate"),
@@ -31,7 +32,7 @@ DYNAMICS_PANELS = (
     ("model_shift", "model shift ‖θ − θ₀‖"),
     ("collective_participants", "collective participants"),
     ("approved_favourable_rate", "approved with a favourable outcome"),
-    ("runs_averaged", "runs averaged (recourse success)"),
+    (RUNS_AVERAGED, "runs averaged (recourse success)"),
 )
 """(column, axis label) of the panels; a panel is drawn when its column has values."""
 RATES = frozenset(
@@ -43,7 +44,6 @@ RATES = frozenset(
         "approved_favourable_rate",
     }
 )
-RUNS_AVERAGED = "runs_averaged"  # a sweep cell's runs with seekers, per round
 REQUIRED = ("round", "group", "acceptance_rate")
 
 
