@@ -369,8 +369,8 @@ def test_progress_lines_for_logs(capsys, monkeypatch):
 
 def test_progress_lines_of_a_quick_run_say_its_first_and_last_round(capsys):
     simulate(FakeScenario(), rounds=4, progress="lines")
-    lines = capsys.readouterr().err.splitlines()
-    assert lines == ["fake: round 1/4 (0 s)", "fake: round 4/4 (0 s)"]
+    lines = [line.rsplit(" (", 1)[0] for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["fake: round 1/4", "fake: round 4/4"]  # (no 5 s passed in between)
 
 
 def test_a_cli_run_logged_to_a_file_prints_progress_lines(tmp_path, monkeypatch, capsys):
@@ -381,7 +381,7 @@ def test_a_cli_run_logged_to_a_file_prints_progress_lines(tmp_path, monkeypatch,
     monkeypatch.setattr("recourse_sim.scenarios.load_scenario", lambda *a, **k: FakeScenario())
     assert main(["run", "fake", "--rounds", "8", "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
-    assert err.splitlines()[0] == "fake: round 1/8 (0 s)" and "round 8/8" in err
+    assert err.splitlines()[0].startswith("fake: round 1/8 (") and "round 8/8" in err
     assert "\r" not in err  # no bar
 
 
