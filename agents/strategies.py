@@ -162,8 +162,8 @@ class Strategy:
         mask = np.ones(len(group), bool)
         if self.spec.groups is not None:
             mask &= np.isin(group, [group_labels.index(g) for g in self.spec.groups])
-        if self.spec.labels is not None:
-            mask &= np.isin(labels, self.spec.labels)
+        if self.spec.classes is not None:
+            mask &= np.isin(labels, self.spec.classes)
         return mask
 
     def participation_of(self, action: np.ndarray | None) -> float:

@@ -159,6 +159,7 @@ def train_ppo(
     config: PPOConfig | None = None,
     tensorboard: str | None = None,
     batched: bool = False,
+    threads: int | None = 1,
     **overrides: Any,
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     """Train PPO on `scenario` (with `overrides`) from `seed`.
@@ -172,7 +173,31 @@ def train_ppo(
     (`recourse_sim.agents.sb3.BatchedVecEnv`; a scenario it does not batch is refused)
     instead of SB3's ``DummyVecEnv``; each world plays the rollout its seed gives the
     plain env, so training is the same, only faster.
+    `threads`: torch's intra-op threads while training (restored afterwards). Default 1:
+    PPO's small networks and round-sized tensors gain nothing from more threads, and on
+    a busy machine torch's thread pool spins (as the ``recourse-sim run --threads``
+    default). None leaves torch's own setting.
     """
+    import torch
+
+    if threads is None:
+        return _train_ppo(scenario, seed, config, tensorboard, batched, overrides)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _train_ppo(scenario, seed, config, tensorboard, batched, overrides)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_ppo(
+    scenario: str,
+    seed: int,
+    config: PPOConfig | None,
+    tensorboard: str | None,
+    batched: bool,
+    overrides: dict[str, Any],
+) -> tuple[TrainedPolicy, pd.DataFrame]:
     import pandas as pd
     import torch
     from stable_baselines3 import PPO

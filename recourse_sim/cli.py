@@ -177,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--group", default="all", help="the group an overlay or a sweep plot shows (default all)"
     )
+    plot.add_argument(
+        "--label",
+        action="append",
+        dest="labels",
+        metavar="TEXT",
+        help="legend label of each DIR, in order (repeat once per DIR; default: the "
+        "settings that differ between the runs' scenario.yaml, and their seeds); with one "
+        "DIR, the title",
+    )
     plot.set_defaults(handler=_cmd_plot)
 
     sweep = commands.add_parser(
@@ -271,7 +280,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             shown = ("acceptance_rate", "recourse_success_rate", "mean_cost", "model_accuracy")
             print(
                 f"round {row['round']}, all: "
-                + ", ".join(f"{k} {row[k]:.4g}" for k in shown if k in row)
+                + ", ".join(
+                    f"{k} {row[k]:.4g}" if row[k] == row[k] else f"{k} empty (no seekers)"
+                    for k in shown
+                    if k in row
+                )
             )
     return 0
 
@@ -339,12 +352,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     folder = first if first.is_dir() else first.parent
     sweep = (first / "sweep.csv").is_file() if first.is_dir() else first.name == "sweep.csv"
     out = args.out if args.out is not None else folder / "dynamics.png"
+    labels = args.labels
     if len(args.run_dirs) > 1:
-        written = plot_runs(args.run_dirs, out, group=args.group)
+        written = plot_runs(args.run_dirs, out, group=args.group, labels=labels)
+    elif labels is not None and len(labels) > 1:
+        raise UsageError(f"{len(labels)} --label for one DIR; give one (the title)")
     elif sweep:
-        written = plot_sweep(first, out, group=args.group)
+        written = plot_sweep(first, out, group=args.group, title=labels and labels[0])
     else:
-        written = plot_dynamics(first, out)
+        written = plot_dynamics(first, out, title=labels and labels[0])
     print(f"wrote {written}")
     return 0
 

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 
 from recourse_sim.checkpoint import atomic_write_bytes
 from recourse_sim.errors import ConfigError, DataError
+from recourse_sim.simulate import SEEKER_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["DYNAMICS_PANELS", "plot_dynamics", "plot_runs", "plot_sweep"]
 
+RUNS_AVERAGED = "runs_averaged"  # a sweep cell's runs with seekers, per round
 DYNAMICS_PANELS = (
     ("acceptance_rate", "acceptance rate"),
     ("recourse_success_rate", "recourse success rate"),
@@ -30,6 +32,7 @@ DYNAMICS_PANELS = (
     ("model_shift", "model shift ‖θ − θ₀‖"),
     ("collective_participants", "collective participants"),
     ("approved_favourable_rate", "approved with a favourable outcome"),
+    (RUNS_AVERAGED, "runs averaged (recourse success)"),
 )
 """(column, axis label) of the panels; a panel is drawn when its column has values."""
 RATES = frozenset(
@@ -41,7 +44,6 @@ RATES = frozenset(
         "approved_favourable_rate",
     }
 )
-SEEKER_COLUMNS = ("recourse_success_rate", "mean_cost")  # blank where nobody sought recourse
 REQUIRED = ("round", "group", "acceptance_rate")
 
 
@@ -81,29 +83,99 @@ def plot_dynamics(
 
 
 def plot_runs(
-    runs: list[str | os.PathLike[str]], out: str | os.PathLike[str], *, group: str = "all"
+    runs: list[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    group: str = "all",
+    labels: list[str] | None = None,
 ) -> Path:
     """Overlay several runs: each panel of `plot_dynamics` for one `group` (default
-    ``all``), one line per run, labelled by its scenario and seed."""
+    ``all``), one line per run, labelled by `labels` (one per run) or else by the
+    settings that differ between the runs (`run_labels`)."""
+    if labels is not None and len(labels) != len(runs):
+        raise ConfigError(f"{len(labels)} --label for {len(runs)} runs; give one per run")
+    dirs = [_run_dir(Path(run)) for run in runs]
+    names, common = (labels, None) if labels is not None else run_labels(dirs)
     lines = {}
-    for run in runs:
+    for run, label in zip(runs, names, strict=True):
         metrics, source = _metrics(run)
         rows = metrics[metrics["group"] == group]
         if rows.empty:
             raise DataError(f"{source} has no rows of group {group!r}")
-        label = _run_title(_run_dir(Path(run)))
-        while label in lines:  # two runs of one scenario and seed: keep both
+        while label in lines:  # two runs with one label: keep both
             label += "'"
         lines[label] = {c: (rows["round"], rows[c]) for c in rows.columns}
-    return _draw(lines, None, out, f"{len(runs)} runs, group {group}", "run")
+    title = f"{len(runs)} runs, group {group}" + (f" ({common})" if common else "")
+    return _draw(lines, None, out, title, "run")
+
+
+def run_labels(run_dirs: list[Path]) -> tuple[list[str], str]:
+    """Legend labels naming what differs between runs: the settings of their
+    ``scenario.yaml`` that differ (dotted paths, ``key=value``), and their seeds if those
+    differ; with the description of what they share (scenario, seed). A run without a
+    readable ``scenario.yaml`` or ``summary.json`` contributes what it has (its directory
+    name, at worst)."""
+    settings = [_flat_settings(d) for d in run_dirs]
+    seeds = [_run_summary(d).get("seed") for d in run_dirs]
+    keys = dict.fromkeys(k for s in settings for k in s)  # first-seen order
+    differ = [
+        k
+        for k in keys
+        if k not in ("description", "rounds")
+        and len({repr(s.get(k, "(unset)")) for s in settings}) > 1
+    ]
+    labels = []
+    for d, s, seed in zip(run_dirs, settings, seeds, strict=True):
+        parts = [f"{k}={s.get(k, '(unset)')}" for k in differ]
+        if len(set(map(repr, seeds))) > 1:
+            parts.append(f"seed {seed}")
+        labels.append(", ".join(parts) if parts else _run_title(d))
+    shared = []
+    names = {
+        str(s.get("name", _run_summary(d).get("scenario")))
+        for d, s in zip(run_dirs, settings, strict=True)
+    }
+    if len(names) == 1 and names != {"None"}:
+        shared.append(names.pop())
+    if len(set(map(repr, seeds))) == 1 and seeds[0] is not None:
+        shared.append(f"seed {seeds[0]}")
+    return labels, ", ".join(shared)
+
+
+def _flat_settings(run_dir: Path) -> dict:
+    """A run's resolved scenario (``scenario.yaml``) as dotted path -> value (empty if
+    there is none). Read as plain data: loading never runs code."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((run_dir / "scenario.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    flat: dict = {}
+
+    def walk(value, path: str) -> None:
+        if isinstance(value, dict) and value:
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        else:
+            flat[path] = value
+
+    walk(data if isinstance(data, dict) else {}, "")
+    return flat
 
 
 def plot_sweep(
-    sweep: str | os.PathLike[str], out: str | os.PathLike[str], *, group: str = "all"
+    sweep: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    group: str = "all",
+    title: str | None = None,
 ) -> Path:
     """A sweep (``sweep.csv`` or its directory): each grid cell as the mean over its seeds
     per round with a 95 % confidence band (Student t), for one `group` (default
-    ``all``)."""
+    ``all``). Recourse success and cost average only the runs with seekers in that
+    round; when that is fewer than all, a panel shows how many runs each point averages.
+    `title` replaces the default (the sweep's folder and its number of seeds)."""
     import pandas as pd
 
     from recourse_sim.stats import t_half_width
@@ -120,21 +192,49 @@ def plot_sweep(
     table = table[table["group"] == group]
     if table.empty:
         raise DataError(f"{path} has no rows of group {group!r}")
+    table = _blank_without_seekers(table)
     lines, bands = {}, {}
     cells = table.groupby(grid, sort=False) if grid else [((), table)]
+    sparse = False
     for values, cell in cells:
         values = values if isinstance(values, tuple) else (values,)
         label = ", ".join(f"{k}={v}" for k, v in zip(grid, values, strict=True)) or "all cells"
         by_round = cell.groupby("round")
+        # each column's mean over the runs that have a value there (an empty round, no
+        # seekers, is left out, not averaged in as 0), its band from that many runs
         means = by_round.mean(numeric_only=True)
-        n = by_round.size()
-        half = t_half_width(by_round.std(numeric_only=True), n)
+        n = by_round.count()[means.columns]
+        std = by_round.std(numeric_only=True)
+        half = {c: t_half_width(std[c], n[c]) for c in std.columns}
         lines[label] = {c: (means.index, means[c]) for c in means.columns}
         bands[label] = {c: (means[c] - half[c], means[c] + half[c]) for c in half}
-    seeds = table["seed"].nunique()
-    return _draw(
-        lines, bands, out, f"{path.parent.name}: mean and 95 % CI over {seeds} seeds", "cell"
-    )
+        if SEEKER_COLUMNS[0] in n:
+            runs = n[SEEKER_COLUMNS[0]].astype(float)
+            lines[label][RUNS_AVERAGED] = (means.index, runs)
+            sparse |= bool((runs < by_round.size()).any())
+    if not sparse:  # every point averages every run: the title says how many
+        for series in lines.values():
+            series.pop(RUNS_AVERAGED, None)
+    if title is None:
+        seeds = table["seed"].nunique()
+        title = f"{path.parent.name}: mean and 95 % CI over {seeds} seeds" + (
+            " (recourse success and cost: over the runs with seekers, see 'runs averaged')"
+            if sparse
+            else ""
+        )
+    return _draw(lines, bands, out, title, "cell")
+
+
+def _blank_without_seekers(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with the seekers' rates empty where a row has no seekers (tables written
+    before those cells were left empty hold 0 there)."""
+    if "n_seekers" not in table.columns:
+        return table
+    table = table.copy()
+    for column in SEEKER_COLUMNS:
+        if column in table.columns:
+            table[column] = table[column].where(table["n_seekers"] != 0)
+    return table
 
 
 def _run_dir(path: Path) -> Path:
@@ -192,7 +292,9 @@ def _draw(lines: dict, bands: dict | None, out, title: str | None, legend_title:
             rounds, v = values(series, column)
             if not np.isfinite(v).any():  # e.g. model accuracy exists only for "all"
                 continue
-            (line,) = ax.plot(rounds, v, label=label, linewidth=1.5)
+            # a point between empty rounds draws no line: a marker shows it
+            marker = "o" if np.isnan(v).any() else None
+            (line,) = ax.plot(rounds, v, label=label, linewidth=1.5, marker=marker, ms=3)
             if bands is not None and column in bands.get(label, {}):
                 low, high = (np.asarray(b, dtype=float) for b in bands[label][column])
                 ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.2, lw=0)
@@ -223,10 +325,18 @@ def _draw(lines: dict, bands: dict | None, out, title: str | None, legend_title:
     return out
 
 
-def _run_title(run_dir: Path) -> str:
-    """ "<scenario>, seed <S>" from a run's summary.json; the directory name without one."""
+def _run_summary(run_dir: Path) -> dict:
+    """A run's summary.json (empty for an unfinished or foreign run)."""
     try:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def _run_title(run_dir: Path) -> str:
+    """ "<scenario>, seed <S>" from a run's summary.json; the directory name without one."""
+    summary = _run_summary(run_dir)
+    if "scenario" in summary and "seed" in summary:
         return f"{summary['scenario']}, seed {summary['seed']}"
-    except (OSError, ValueError, KeyError, TypeError):  # unfinished or foreign run
-        return run_dir.resolve().name
+    return run_dir.resolve().name

@@ -15,6 +15,12 @@ environment module (and torch) loads on the first ``gym.make``.
   constant action (1, 1, 1, 1) reproduces the ``collective_oar`` population.
 * ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
   controlled population, if it has one (else it warns at make).
+
+Each spec's ``max_episode_steps`` is its scenario's rounds (``Recourse-v0``: its default
+scenario's, ``school_assignment``), so ``gym.make`` adds Gymnasium's ``TimeLimit`` at the
+episode's own end. An episode of more rounds (``rounds=`` or another scenario with
+``Recourse-v0``) needs ``max_episode_steps=`` passed to ``gym.make`` too (``-1``: no
+``TimeLimit``; the env truncates at its rounds either way).
 """
 
 from __future__ import annotations
@@ -41,6 +47,18 @@ ENV_IDS: dict[str, dict] = {
 }
 """Registered environment IDs and their default keyword arguments."""
 
+MAX_EPISODE_STEPS: dict[str, int] = {
+    "recourse_sim/SchoolAssignment-v1": 20,
+    "recourse_sim/Lending-v1": 20,
+    "recourse_sim/SchoolAssignment-v2": 20,
+    "recourse_sim/Lending-v2": 20,
+    "recourse_sim/SchoolAssignment-v0": 50,
+    "recourse_sim/Lending-v0": 50,
+    "recourse_sim/Recourse-v0": 50,
+}
+"""Each ID's ``max_episode_steps``: the ``rounds`` of its (default) scenario file (a test
+holds them equal; written out so that registering reads no file)."""
+
 
 def register_envs() -> None:
     """Register every ID of `ENV_IDS` (idempotent)."""
@@ -52,8 +70,9 @@ def register_envs() -> None:
                 id=env_id,
                 entry_point=ENTRY_POINT,
                 vector_entry_point=VECTOR_ENTRY_POINT,
+                max_episode_steps=MAX_EPISODE_STEPS[env_id],
                 kwargs=dict(kwargs),
             )
 
 
-__all__ = ["ENTRY_POINT", "ENV_IDS", "VECTOR_ENTRY_POINT", "register_envs"]
+__all__ = ["ENTRY_POINT", "ENV_IDS", "MAX_EPISODE_STEPS", "VECTOR_ENTRY_POINT", "register_envs"]

@@ -106,6 +106,8 @@ LEADING_COLUMNS = (
     "model_accuracy",
 )
 """The contract columns, always first and in this order."""
+SEEKER_COLUMNS = ("recourse_success_rate", "mean_cost")
+"""The seekers' rates: empty (NaN) in a round with no seekers."""
 
 FLOAT_FORMAT = ".10g"
 """Format of every float cell: 10 significant digits, enough for rates and costs and
@@ -387,14 +389,18 @@ def preflight(scenario: Scenario) -> list[str]:
         env.close()
 
 
-SUMMARY_FEATURES = 12  # actionable features listed by `world_summary` (then "… N more")
+SUMMARY_FEATURES = 20  # features listed by `world_summary` (then "… N more")
+LEAK_AUC = 0.95  # a single feature predicting the label this well alone is suspect
+APPROVES_MOST = 0.95  # a first model approving this share of its history is suspect
+CONTINUOUS_UNIT = 0.01  # a continuous feature's smallest change: this share of its range
 
 
 def world_summary(env: Any) -> list[str]:
     """A screen about the world a scenario builds: its rows, how labels are coded and
-    balanced, its groups and their sizes, and what people can change at what cost.
-    Groups and class shares are of one cohort drawn with seed 0 (of every row for
-    tabular worlds)."""
+    balanced, its groups and their sizes, each feature with its type, what people may
+    do with it and at what cost, then a ``warning:`` line for each setting that is legal
+    but likely a mistake (`world_warnings`). Groups and class shares are of one cohort
+    drawn with seed 0 (of every row for tabular worlds)."""
     world, actions = env.world, env.action_set
     data = getattr(world, "data", None)
     if data is not None:
@@ -419,23 +425,29 @@ def world_summary(env: Any) -> list[str]:
         )
     movable = np.flatnonzero(~actions.immutable_mask)
     lines.append(
-        f"actionable features ({len(movable)} of {actions.n_features}; cost norm p = "
-        f"{actions.p:g}, weight per unit of change):"
+        f"features ({len(movable)} of {actions.n_features} actionable; cost norm p = "
+        f"{actions.p:g}; weight: cost per unit, unit: cost of the smallest change):"
     )
-    for j in movable[:SUMMARY_FEATURES]:
-        way = (
-            " up only"
-            if actions.increase_mask[j]
-            else " down only"
-            if actions.decrease_mask[j]
-            else ""
-        )
-        lines.append(
-            f"  {actions.feature_names[j]}: [{actions.lower_[j]:g}, {actions.upper_[j]:g}]{way}, "
-            f"weight {actions.weights_[j]:.4g}"
-        )
-    if len(movable) > SUMMARY_FEATURES:
-        lines.append(f"  … and {len(movable) - SUMMARY_FEATURES} more")
+    types = feature_types(env)
+    units = unit_costs(actions, types)
+    table = [("name", "type", "action", "range", "weight", "unit")]
+    for j in range(min(actions.n_features, SUMMARY_FEATURES)):
+        if actions.immutable_mask[j]:
+            action, weight, unit = "immutable", "", ""
+        else:
+            way = ", up only" if actions.increase_mask[j] else ""
+            way = ", down only" if actions.decrease_mask[j] else way
+            action, weight = f"actionable{way}", f"{actions.weights_[j]:.4g}"
+            unit = f"{units[j]:.4g}" if np.isfinite(units[j]) else ""
+        span = f"[{actions.lower_[j]:g}, {actions.upper_[j]:g}]"
+        table.append((actions.feature_names[j], types[j], action, span, weight, unit))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        cells = "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+        lines.append(f"  {cells}".rstrip())
+    if actions.n_features > SUMMARY_FEATURES:
+        lines.append(f"  … and {actions.n_features - SUMMARY_FEATURES} more")
+    lines += [f"warning: {w}" for w in world_warnings(env)]
     for s in getattr(env, "strategies", ()):
         if s.name == "best_response":
             note = _bounds_note(s.action_set)
@@ -462,6 +474,101 @@ def _bounds_note(actions) -> str | None:
         f"bounds in force on {', '.join(names)} (features.lower/upper/max_change or a "
         "monotone direction): the response is clipped there, which changes the dynamics"
     )
+
+
+def feature_types(env: Any) -> list[str]:
+    """Each feature's type: the action set's (``types_``) where it has them, else the
+    data's (a CSV's column types, ``numeric`` shown as ``continuous``), else
+    ``continuous``."""
+    actions = env.action_set
+    typed = getattr(actions, "types_", None)
+    if typed is not None:
+        return [str(t) for t in typed]
+    read = getattr(getattr(env.world, "data", None), "column_types", ())
+    if len(read) == actions.n_features:
+        return ["continuous" if t == "numeric" else str(t) for t in read]
+    return ["continuous"] * actions.n_features
+
+
+def unit_costs(actions: Any, types: Sequence[str]) -> np.ndarray:
+    """The cost of the smallest change of each feature alone, its weight times: one step
+    of an integer feature (the action set's ``step_``, else 1), 1 for a binary, ordinal
+    or categorical one (a level), and for a continuous one `CONTINUOUS_UNIT` of its range
+    (inf where the range is unbounded). A change of one feature costs weight × size
+    under every norm p."""
+    step = getattr(actions, "step_", None)
+    size = np.empty(actions.n_features)
+    for j, kind in enumerate(types):
+        if kind == "integer":
+            size[j] = step[j] if step is not None and step[j] > 0 else 1.0
+        elif kind in ("binary", "ordinal", "categorical"):
+            size[j] = 1.0
+        else:
+            size[j] = CONTINUOUS_UNIT * (actions.upper_[j] - actions.lower_[j])
+    return np.asarray(actions.weights_, float) * size
+
+
+def world_warnings(env: Any) -> list[str]:
+    """Settings that are legal but likely mistakes, each said once: a cohort or history
+    larger than the data (rows drawn with replacement), a feature that predicts the
+    label almost perfectly alone (AUC ≥ `LEAK_AUC`, in data: a leak of the outcome?), a
+    budget ε below the smallest change of every feature a population may change (it can
+    change nothing), and a first model that approves ≥ `APPROVES_MOST` of its history."""
+    from recourse_sim.env.metrics import _auc
+
+    world, spec, out = env.world, env.scenario.world, []
+    data = getattr(world, "data", None)
+    people = getattr(spec, "people", None)
+    if data is not None and getattr(people, "population", None) != "file":
+        rows = len(data.y)
+        for name in ("cohort_size", "history_size"):
+            size = getattr(spec, name, None)
+            if size is not None and size > rows:
+                out.append(
+                    f"world.{name} {size:,} is larger than the data's {rows:,} rows: rows are "
+                    "drawn with replacement, so the same rows appear several times"
+                )
+    leaks = []  # (in data; a generated world's features predict its labels by design)
+    for j, name in enumerate(env.action_set.feature_names if data is not None else ()):
+        auc = _auc(np.asarray(data.X[:, j], float), data.y == world.favourable)
+        if auc is not None and max(auc, 1 - auc) >= LEAK_AUC:
+            leaks.append(f"{name} (AUC {max(auc, 1 - auc):.3f})")
+    if leaks:
+        out.append(
+            f"alone, {', '.join(leaks)} predicts the favourable label with AUC ≥ "
+            f"{LEAK_AUC:g}: does it leak the outcome?"
+        )
+    types = feature_types(env)
+    for s in env.strategies:
+        epsilon = getattr(s.spec, "epsilon", None)
+        movable = np.flatnonzero(s.action_set.actionable)
+        if epsilon is None or not len(movable):
+            continue
+        units = unit_costs(s.action_set, types)[movable]
+        cheapest = int(np.argmin(units))
+        if np.isfinite(units).all() and epsilon < units[cheapest]:
+            j = movable[cheapest]
+            out.append(
+                f"populations.{s.population}.epsilon {epsilon:g} is below the cost of the "
+                f"smallest change of every feature it may change (cheapest: "
+                f"{s.action_set.feature_names[j]}, {types[j]}, {units[cheapest]:.4g}): its "
+                "members can change nothing"
+            )
+    rule = env.scenario.decision
+    X_hist, y_hist = world.history(np.random.default_rng(0))
+    if rule.rule == "capacity":
+        share = rule.capacity if rule.places is None else rule.places / max(len(X_hist), 1)
+    else:  # at the rule's threshold (group thresholds left aside: the history has no groups)
+        proba = env.learner.predict_proba(X_hist)
+        share = float(env._decide(proba, np.zeros(len(X_hist), np.int64)).mean())
+    if share >= APPROVES_MOST:
+        out.append(
+            f"the first model's decision rule ({rule.rule}) approves {share:.1%} of the "
+            f"history (favourable base rate {np.mean(y_hist == world.favourable):.1%}): "
+            "nearly nobody gets the unfavourable decision (is world.favourable the right "
+            "label value?)"
+        )
+    return out
 
 
 def _make_env(scenario: Scenario) -> Any:
@@ -505,10 +612,12 @@ def _summary(
     final = {}
     for row in last.to_dict("records"):
         # Leave out metrics this group never has (e.g. segregation exists for "all" only);
-        # a metric undefined in the last round only (no seekers) stays, as null.
+        # the seekers' rates, undefined in a round with no seekers, stay (as null).
         reported = frame.loc[frame["group"] == row["group"]].notna().any()
         final[str(row["group"])] = {
-            k: _json_value(v) for k, v in row.items() if k not in ("round", "group") and reported[k]
+            k: _json_value(v)
+            for k, v in row.items()
+            if k not in ("round", "group") and (reported[k] or k in SEEKER_COLUMNS)
         }
     return {
         "scenario": scenario.name,
@@ -770,7 +879,8 @@ def simulate(
             may be larger than the rounds already done, to extend a finished run.
         overwrite: replace a finished run in `out`.
         progress: show progress on stderr: True or ``"bar"``, a tqdm bar (a terminal);
-            ``"lines"``, one line every few seconds (logs, pipes, batch jobs).
+            ``"lines"``, plain lines (logs, pipes, batch jobs): after the first round, every
+            few seconds, and after the last.
         people: also return the people table (the rows of ``people.csv``).
         people_features: people.csv also holds each feature's true value and report
             (``feature_<f>``, ``reported_<f>``); part of the run's identity.
@@ -925,17 +1035,19 @@ def _warn_if_piled(frame: pd.DataFrame, scenario: Scenario) -> None:
 
 
 class _ProgressLines:
-    """Progress for a log: one line on stderr every `PROGRESS_LINE_SECONDS` (none for a
-    run that ends sooner)."""
+    """Progress for a log: a line on stderr after the first round, then one every
+    `PROGRESS_LINE_SECONDS`, and one after the last round (so even a short run says how
+    far it got and how long it took)."""
 
     def __init__(self, name: str, rounds: int):
         self.name, self.rounds, self.every = name, rounds, PROGRESS_LINE_SECONDS
         self.started = self.last = time.monotonic()
+        self.printed = False
 
     def tick(self, done: int) -> None:
         now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
+        if not self.printed or now - self.last >= self.every or done == self.rounds:
+            self.last, self.printed = now, True
             print(
                 f"{self.name}: round {done}/{self.rounds} ({now - self.started:.0f} s)",
                 file=sys.stderr,

@@ -96,13 +96,87 @@ def test_the_label_is_never_a_feature(tmp_path):
         load_scenario(_scenario(tmp_path, world))
 
 
-def test_renumbered_classes_are_refused_where_a_scenario_names_them(tmp_path):
-    """`favourable: 0` codes label value 0 as class 1: `labels: [0]` would select the
-    other people, so it is an error that says how to write it."""
+def test_labels_name_label_values_whatever_is_favourable(tmp_path):
+    """`favourable: 0` codes label value 0 as class 1: `labels: [0]` names the people
+    whose label in the file is 0 (class 1), and `[1]` those whose label is 1."""
     world = {**RAW, "favourable": 0}
-    load_scenario(_scenario(tmp_path, world))  # no class named: fine
-    with pytest.raises(ConfigError, match=r"query.labels: classes are numbered 1 = favourable"):
-        load_scenario(_scenario(tmp_path, world, query={"labels": [0]}))
+    for value, cls in ((0, 1), (1, 0), ("0", 1)):
+        scenario = load_scenario(_scenario(tmp_path, world, query={"labels": [value]}))
+        assert scenario.query.classes == [cls]
+        pops = {"applicants": {"strategy": "individual", "labels": [value]}}
+        env = RecourseEnv(_scenario(tmp_path, world, populations=pops))
+        env.reset(seed=0)
+        cohort = env._cohort
+        selected = env.strategies[0].select(cohort.group, cohort.y0, env.group_labels)
+        file_label = np.where(cohort.y0 == 1, 0, 1)  # class 1 is the file's 0
+        assert selected.any() and (file_label[selected] == int(value)).all()
+    with pytest.raises(ConfigError, match=r"query\.labels\.0: 2 is neither a label value"):
+        load_scenario(_scenario(tmp_path, world, query={"labels": [2]}))
+
+
+def _yes_no_csv(path, n=120):
+    rng = np.random.default_rng(1)
+    rows = ["priors,employed,rearrested"]
+    for _ in range(n):
+        priors, employed = rng.integers(0, 6), rng.integers(0, 2)
+        rearrested = "yes" if rng.random() < 0.2 + 0.1 * priors - 0.2 * employed else "no"
+        rows.append(f"{priors},{employed},{rearrested}")
+    path.write_text("\n".join(rows) + "\n")
+
+
+def _yes_no_scenario(tmp_path, favourable_line: str, labels_line: str = "") -> str:
+    _yes_no_csv(tmp_path / "people.csv")
+    text = f"""name: yes_no
+rounds: 2
+world:
+  kind: csv
+  path: people.csv
+  label: rearrested
+  {favourable_line}
+  cohort_size: 60
+  history_size: 100
+  outcome: label
+features:
+  actionable: [employed]
+learner: {{type: logistic_regression, update_rule: refit}}
+populations:
+  applicants:
+    strategy: individual
+    epsilon: 2.0
+    {labels_line}
+"""
+    path = tmp_path / "yes_no.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("favourable", "labels", "field"),
+    [
+        ("favourable: no", "", "world.favourable"),
+        ("favourable: 'no'", "labels: [yes]", "populations.applicants.labels.0"),
+        ("favourable: 'no'", "labels: [off]", "populations.applicants.labels.0"),
+    ],
+)
+def test_yaml_booleans_where_a_label_is_meant_are_refused(
+    tmp_path, capsys, favourable, labels, field
+):
+    """Unquoted yes/no are YAML booleans: one line naming the field and how to quote."""
+    from recourse_sim.cli import main
+
+    path = _yes_no_scenario(tmp_path, favourable, labels)
+    assert main(["validate", path]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and field in line
+    assert "YAML boolean" in line and "quote a label value or name" in line
+
+
+def test_quoted_label_words_and_their_classes(tmp_path):
+    path = _yes_no_scenario(tmp_path, 'favourable: "no"', 'labels: ["no", 0]')
+    scenario = load_scenario(path)
+    # "no" is favourable (class 1); 0 is a class number (the values are words)
+    assert scenario.populations["applicants"].classes == [1, 0]
+    assert scenario.to_yaml().count("- 'no'") + scenario.to_yaml().count('- "no"') >= 1
 
 
 def test_cost_in_standard_deviations(tmp_path):

@@ -93,7 +93,9 @@ class FakeEnv(gymnasium.Env):
                 "acceptance_rate": float(accepted[members].mean()),
                 # No seekers: no rate (NaN), as a real env reports it.
                 "recourse_success_rate": float(rng.random()) if seekers.sum() > 2 else np.nan,
-                "mean_cost": float(np.abs(x[seekers]).sum(axis=1).mean()) if seekers.any() else 0,
+                "mean_cost": (
+                    float(np.abs(x[seekers]).sum(axis=1).mean()) if seekers.any() else np.nan
+                ),
                 "n_seekers": int(seekers.sum()),
             }
             if name == "all":
@@ -363,6 +365,24 @@ def test_progress_lines_for_logs(capsys, monkeypatch):
     simulate(FakeScenario(), rounds=3, progress="lines")
     lines = capsys.readouterr().err.splitlines()
     assert lines == ["fake: round 1/3 (0 s)", "fake: round 2/3 (0 s)", "fake: round 3/3 (0 s)"]
+
+
+def test_progress_lines_of_a_quick_run_say_its_first_and_last_round(capsys):
+    simulate(FakeScenario(), rounds=4, progress="lines")
+    lines = [line.rsplit(" (", 1)[0] for line in capsys.readouterr().err.splitlines()]
+    assert lines == ["fake: round 1/4", "fake: round 4/4"]  # (no 5 s passed in between)
+
+
+def test_a_cli_run_logged_to_a_file_prints_progress_lines(tmp_path, monkeypatch, capsys):
+    """stderr is not a terminal (a batch job's log): plain progress lines, no bar."""
+    from recourse_sim.cli import main
+
+    monkeypatch.setattr(simulate_module, "_make_env", FakeEnv)
+    monkeypatch.setattr("recourse_sim.scenarios.load_scenario", lambda *a, **k: FakeScenario())
+    assert main(["run", "fake", "--rounds", "8", "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith("fake: round 1/8 (") and "round 8/8" in err
+    assert "\r" not in err  # no bar
 
 
 def test_a_run_that_fails_to_build_leaves_the_previous_run_as_it_was(tmp_path, monkeypatch):

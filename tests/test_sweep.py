@@ -221,3 +221,19 @@ def test_bad_sweep_arguments_are_one_error_line(tmp_path, capsys, extra, fragmen
     assert status == 2
     _one_error_line(capsys.readouterr().err, *fragments)
     assert not out.exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_rounds_without_seekers_stay_empty_through_the_sweep_table(tmp_path, capsys):
+    """participation 0: nobody seeks recourse, so the cells' seekers' rates are empty in
+    sweep.csv (not 0) and the sweep plot averages no run there."""
+    out = tmp_path / "sw"
+    grid = ["populations.students.participation=0,1"]
+    assert not _sweep(out, grid=grid, seeds="0").failed
+    table = pd.read_csv(out / "sweep.csv")
+    none = table[table["populations.students.participation"] == 0]
+    some = table[table["populations.students.participation"] == 1]
+    assert (none["n_seekers"] == 0).all() and none["recourse_success_rate"].isna().all()
+    assert none["mean_cost"].isna().all()
+    assert some.loc[some["group"] == "all", "recourse_success_rate"].notna().all()
+    assert main(["plot", str(out)]) == 0 and (out / "dynamics.png").is_file()

@@ -43,6 +43,9 @@ class TabularData:
     # all continuous), and the allowed values of ordinal / categorical ones by name
     feature_types: tuple[str, ...] = ()
     levels: dict = field(default_factory=dict, repr=False)
+    # each feature column's type as read (CSV worlds: numeric, integer, binary; empty:
+    # not known)
+    column_types: tuple[str, ...] = ()
 
 
 def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
@@ -207,6 +210,7 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         class_values=class_values,
         feature_types=kinds,
         levels=levels,
+        column_types=tuple(columns.values()),
     )
 
 
@@ -352,12 +356,3 @@ def _cell(value: str) -> str:
     """A cell's text for an error line: quoted, at most 20 characters."""
     text = str(value)
     return repr(text if len(text) <= 20 else text[:17] + "...")
-
-
-def renumbered(data: TabularData) -> bool:
-    """Whether numeric label values got other class numbers than their own (a binary
-    label whose favourable value is 0: value 0 is class 1)."""
-    try:
-        return any(float(v) != i for i, v in enumerate(data.class_values))
-    except ValueError:  # words, not numbers: there is no number to confuse
-        return False

@@ -27,9 +27,10 @@ Every row (each group, ``query``, ``all``) has:
   last round left them (``next_round``); under ``objective: min_cost`` this includes
   those whose recourse would cost more than ε (they change nothing), but not people
   already at a capacity cut-off who lost the tie (nothing to move)
-- ``recourse_success_rate``: share of the seekers given the favourable decision (0 if
-  none)
-- ``mean_cost``: mean cost of the seekers' changes (cost units; 0 if none). Under
+- ``recourse_success_rate``: share of the seekers given the favourable decision (empty
+  in a round with no seekers: there is no rate to report, and 0 would read as "every
+  seeker failed")
+- ``mean_cost``: mean cost of the seekers' changes (cost units; empty if no seekers). Under
   ``objective: min_cost`` a seeker whose decision cannot be reached within ε changes
   nothing and counts with cost 0
 - ``true_outcome_rate``: share whose true outcome is favourable (success, repayment), at
@@ -309,9 +310,8 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     for j, row in enumerate(counts):
         size, n_fav, fav_before, n_true, correct, seekers, seekers_fav = row[:7]
         fav_true, new, leavers, waited, failed, at_cutoff = row[7:13]
-        if seekers == 0:
-            mean_cost = 0.0
-        else:
+        mean_cost = None  # no seekers: the seekers' rates are empty, never 0
+        if seekers:
             own = cost if j == n_groups + 1 else cost[query if j == n_groups else group == j]
             mean_cost = float(own.sum() / seekers)
         out.append(
@@ -320,7 +320,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
                 "acceptance_rate": _share(n_fav, size),
                 "acceptance_rate_before": _share(fav_before, size),
                 "n_seekers": seekers,
-                "recourse_success_rate": _share(seekers_fav, seekers),
+                "recourse_success_rate": _ratio(seekers_fav, seekers),
                 "mean_cost": mean_cost,
                 "true_outcome_rate": _share(n_true, size),
                 "model_accuracy": _share(correct, size),

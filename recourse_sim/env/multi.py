@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
 
 from recourse_sim.agents.strategies import Controlled
 from recourse_sim.env.recourse_env import FEATURE_BOUND, RecourseEnv, checked_action
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, Scenario
 
-__all__ = ["RecourseParallelEnv", "parallel_env"]
+__all__ = ["RecourseParallelEnv", "env", "parallel_env"]
 
 
 class _MultiCollectiveEnv(RecourseEnv):
@@ -89,6 +89,7 @@ class RecourseParallelEnv(ParallelEnv):
             **overrides,
         )
         self.render_mode = render_mode
+        self.metadata = {**type(self).metadata, "render_modes": self.env.metadata["render_modes"]}
         self._strategies = {
             s.population: s for s in self.env.strategies if isinstance(s, Controlled)
         }
@@ -218,3 +219,12 @@ def parallel_env(
 ) -> RecourseParallelEnv:
     """PettingZoo's conventional constructor name."""
     return RecourseParallelEnv(scenario, **kwargs)
+
+
+def env(scenario: Scenario | str | Path | None = None, **kwargs: Any) -> AECEnv:
+    """PettingZoo's AEC (agent by agent) form of `parallel_env`: the agents act in turn
+    (`agent_selection`), and the round is played once the last of them has acted
+    (PettingZoo's ``parallel_to_aec``)."""
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    return parallel_to_aec(parallel_env(scenario, **kwargs))

@@ -28,7 +28,7 @@ from recourse_sim.env.metrics import (
     tie_key,
 )
 from recourse_sim.env.pool import Pool, pool_rules
-from recourse_sim.env.rendering import Window, draw_frame, has_display
+from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
 from recourse_sim.env.streams import (
     DECISION,
     LEARNER,
@@ -223,6 +223,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
+    * spec revision (every ID): each spec has ``max_episode_steps`` (its
+      scenario's rounds; ``Recourse-v0``: ``school_assignment``'s), so ``gym.make`` adds
+      a ``TimeLimit``; ``render_mode="human"`` without a display is a `ConfigError`
+      naming ``rgb_array``.
     * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
       settings as the action (``action: oar``), so that a policy's action space contains
       collective OAR. The v1 IDs are kept with their shift action.
@@ -242,9 +246,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
       ``Recourse-v0`` with a scenario that has no controlled population.
     """
 
-    # "human" only where a window can open (checkers try every listed mode)
+    # The class lists "human" so that `gym.make(..., render_mode="human")` passes it to
+    # __init__, which refuses it without a display naming rgb_array (unlisted, Gymnasium
+    # would wrap the env in its pygame HumanRendering instead). An instance lists it only
+    # where a window can open: checkers try every mode an instance lists.
     metadata: ClassVar[dict[str, Any]] = {
-        "render_modes": ["ansi", "rgb_array", *(["human"] if has_display() else [])],
+        "render_modes": ["ansi", "rgb_array", "human"],
         "render_fps": 4,
     }
     # the action drives one controlled population (the multi-agent env lifts this)
@@ -262,6 +269,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "render_mode='human' needs a display (none found: DISPLAY is not set); "
                 "use render_mode='rgb_array' for frames without one"
             )
+        self.metadata = {**type(self).metadata, "render_modes": render_modes()}
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"render_mode={render_mode!r} is not one of {self.metadata['render_modes']}"
@@ -289,7 +297,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self.group_labels, scenario.query
         )
 
-        check_classes(scenario, self.n_classes)
+        # a CSV's labels may be named by their values in the file
+        values = self.world.data.class_values if scenario.world.kind == "csv" else ()
+        check_classes(scenario, self.n_classes, values)
         self.action_set, self.causal = _base_action_set(scenario, self.world)
         self.strategies: list[Strategy] = []
         for pname, pop in scenario.populations.items():
@@ -809,8 +819,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
         if spec.groups is not None:
             mask &= np.isin(c.group, [self.group_labels.index(g) for g in spec.groups])
-        if spec.labels is not None:
-            mask &= np.isin(c.y0, spec.labels)
+        if spec.classes is not None:
+            mask &= np.isin(c.y0, spec.classes)
         return mask
 
     def _capacity_cut(self, proba: np.ndarray, favourable: np.ndarray) -> float | None:

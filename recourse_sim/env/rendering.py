@@ -21,6 +21,11 @@ def has_display() -> bool:
     return True
 
 
+def render_modes() -> list[str]:
+    """The render modes an environment offers here: "human" only where a window can open."""
+    return ["ansi", "rgb_array", *(["human"] if has_display() else [])]
+
+
 def draw_frame(title: str, history: list[list[dict[str, Any]]], rounds: int) -> np.ndarray:
     """An RGB frame (height, width, 3) uint8 of the rounds played so far: the share of
     each group given the favourable decision (left), and for everyone the seekers'
@@ -55,10 +60,12 @@ def draw_frame(title: str, history: list[list[dict[str, Any]]], rounds: int) -> 
 
 
 def _value(rows: list[dict[str, Any]], group: str, key: str) -> float:
-    """A metric of one group's row (NaN where the group or the metric is missing)."""
+    """A metric of one group's row (NaN where the group or the metric is missing or
+    empty)."""
     for m in rows:
         if m["group"] == group:
-            return float(m.get(key, np.nan))
+            value = m.get(key)
+            return np.nan if value is None else float(value)  # None: no seekers
     return np.nan
 
 

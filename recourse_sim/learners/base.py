@@ -178,6 +178,19 @@ class Learner(ABC):
                 setattr(self, name, value)
         return self
 
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags of a classifier, for its model selection (``clone``,
+        ``cross_val_score``) and checks. scikit-learn is imported here, only when it asks:
+        a run never does."""
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(),
+            input_tags=InputTags(),
+        )
+
     def score(self, X, y) -> float:
         """Accuracy of `predict` on (X, y)."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
@@ -294,7 +307,7 @@ class Learner(ABC):
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k)."""
-        self._check_fitted()
+        X = self._check_X(X, fitted=True)
         with torch.no_grad():
             return self.proba_fn(self.state_, as_tensor(X)).numpy()
 
@@ -329,16 +342,18 @@ class Learner(ABC):
             raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit(X, y) first")
 
     def _validate(self, X, y, *, first: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        X = np.asarray(X, dtype=np.float64)
+        """(X, y as class indices) as tensors, checked. Fitting with ``n_classes`` set
+        (as the simulation does) takes y as class indices 0..n_classes-1; without it, y
+        may hold any labels (scikit-learn's convention): ``classes_`` are its sorted
+        distinct values and `predict` returns them."""
+        if y is None:
+            raise ConfigError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        X = self._check_X(X, fitted=not first)
         y = np.asarray(y)
-        if X.ndim != 2:
-            raise ConfigError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
         if y.shape != (X.shape[0],):
             raise ConfigError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        if not np.isfinite(X).all():
-            raise ConfigError("X contains NaN or infinite values")
-        if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0):
-            raise ConfigError("y must hold class indices 0..k-1 (non-negative integers)")
         if first:
             if self.update_rule not in UPDATE_RULES:
                 raise ConfigError(
@@ -349,20 +364,61 @@ class Learner(ABC):
             n_classes = getattr(self, "n_classes", None)
             if n_classes is not None:
                 check_positive("n_classes", n_classes, integer=True)
-            n_classes = n_classes or int(y.max()) + 1
-            if n_classes < 2:
-                raise ConfigError(f"need at least 2 classes, y has only {np.unique(y).tolist()}")
-            self.classes_ = np.arange(n_classes)
+                _check_indices(y)
+                self.classes_ = np.arange(n_classes)
+            else:
+                self.classes_ = np.unique(_check_labels(y))
+            if len(self.classes_) < 2:
+                raise ConfigError(f"need at least 2 classes, got 1 class: {np.unique(y).tolist()}")
             self.n_features_in_ = X.shape[1]
-        else:
-            self._check_fitted()
-            if X.shape[1] != self.n_features_in_:
+        if getattr(self, "n_classes", None) is not None:
+            _check_indices(y)
+            if y.size and y.max() >= len(self.classes_):
                 raise ConfigError(
-                    f"X has {X.shape[1]} features, the learner was fitted on {self.n_features_in_}"
+                    f"label {int(y.max())} out of range for {len(self.classes_)} classes"
                 )
-        if y.size and y.max() >= len(self.classes_):
-            raise ConfigError(f"label {int(y.max())} out of range for {len(self.classes_)} classes")
-        return as_tensor(X), torch.tensor(y, dtype=torch.long)
+            index = y.astype(np.int64)
+        else:
+            index = np.searchsorted(self.classes_, y) if y.size else y.astype(np.int64)
+            unseen = (index >= len(self.classes_)) | (
+                self.classes_[np.minimum(index, len(self.classes_) - 1)] != y
+            )
+            if unseen.any():
+                raise ConfigError(
+                    f"label {y[unseen][0]!r} is not one of the classes fitted "
+                    f"({self.classes_.tolist()[:10]})"
+                )
+        return as_tensor(X), torch.tensor(index, dtype=torch.long)
+
+    def _check_X(self, X, *, fitted: bool) -> np.ndarray:
+        """X as a 2-d finite float64 array (a ConfigError, a ValueError, that says what
+        is wrong otherwise); with `fitted`, of the fitted number of features."""
+        if fitted:
+            self._check_fitted()
+        if hasattr(X, "toarray"):  # a scipy.sparse matrix or array
+            raise ConfigError(
+                "sparse input is not supported: a sparse matrix was passed, but dense data "
+                "is required (use X.toarray())"
+            )
+        X = np.asarray(X)
+        if np.iscomplexobj(X):
+            raise ConfigError("Complex data not supported")
+        X = X.astype(np.float64, copy=False)  # (numpy's TypeError or ValueError names the cell)
+        if X.ndim != 2:
+            raise ConfigError(
+                f"X must be 2-d (n_samples, n_features), got shape {X.shape}; Reshape your "
+                "data (X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one sample)"
+            )
+        if X.shape[1] == 0:
+            raise ConfigError(f"0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
+        if not np.isfinite(X).all():
+            raise ConfigError("X contains NaN or infinite values")
+        if fitted and X.shape[1] != self.n_features_in_:
+            raise ConfigError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input (it was fitted on {self.n_features_in_})"
+            )
+        return X
 
     def _check_window(self) -> None:
         """`window` must be a positive integer exactly when update_rule == 'window'."""
@@ -374,3 +430,22 @@ class Learner(ABC):
                 f"window={window!r} is only used with update_rule='window', "
                 f"not update_rule={self.update_rule!r}"
             )
+
+
+def _check_indices(y: np.ndarray) -> None:
+    """y must hold class indices (non-negative integers)."""
+    if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0):
+        raise ConfigError("y must hold class indices 0..k-1 (non-negative integers)")
+
+
+def _check_labels(y: np.ndarray) -> np.ndarray:
+    """y as class labels: integers, strings or whole-numbered floats (scikit-learn's
+    "Unknown label type" for anything else, e.g. a continuous target)."""
+    if y.dtype == object:
+        kinds = {type(v) for v in y.tolist()}
+        if not (kinds <= {str} or kinds <= {int, bool}):
+            raise ConfigError(f"Unknown label type: {sorted(k.__name__ for k in kinds)}")
+        return y.astype(str) if kinds <= {str} else y.astype(np.int64)
+    if np.issubdtype(y.dtype, np.floating) and not (np.isfinite(y) & (y == np.round(y))).all():
+        raise ConfigError("Unknown label type: continuous (a classifier needs class labels)")
+    return y

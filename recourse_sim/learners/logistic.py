@@ -282,9 +282,9 @@ class LogisticRegression(Learner):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k); `proba_fn` on numpy (no graph is needed, and
         on small batches torch is mostly overhead)."""
-        self._check_fitted()
         X = X.detach().numpy() if isinstance(X, torch.Tensor) else X
-        logits = self._logits_np(self.state_, np.asarray(X, dtype=np.float64))
+        X = self._check_X(X, fitted=True)  # (NotFittedError first)
+        logits = self._logits_np(self.state_, X)
         if logits.shape[1] == 1:
             p1 = _sigmoid(logits)
             return np.concatenate([1.0 - p1, p1], axis=1)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -23,6 +24,25 @@ Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 GenreGamma = Annotated[float, Field(ge=0.5, lt=1.0)]  # GenRe's gamma: in [0.5, 1)
+
+
+def _not_a_yaml_boolean(value: Any, info: ValidationInfo) -> Any:
+    """Refuse a YAML boolean where a label value or a name is meant: YAML reads the
+    unquoted words yes/no/on/off/true/false as booleans (``favourable: yes`` would be
+    label 1)."""
+    if isinstance(value, bool):
+        word = "yes" if value else "no"
+        raise ValueError(
+            f"got the YAML boolean {str(value).lower()} (unquoted yes/no/on/off/true/false "
+            f'are booleans); quote a label value or name: {info.field_name}: "{word}"'
+        )
+    return value
+
+
+NotBoolean = BeforeValidator(_not_a_yaml_boolean)
+Name = Annotated[str, NotBoolean]  # a group, column or label name
+# a label value as it appears in the data, or a class number (0..k-1)
+LabelValue = Annotated[int | str, NotBoolean]
 
 
 # Every real-valued setting lies within ±MAX_MAGNITUDE (larger ones overflow the
@@ -60,6 +80,16 @@ def _reals(value: Any):
     elif isinstance(value, dict):
         for item in value.values():
             yield from _reals(item)
+
+
+def _label_classes(spec: Any) -> list[int] | None:
+    """A spec's ``labels`` as class numbers: resolved on load (`check_classes`), or the
+    numbers themselves."""
+    if spec.labels is None or spec._classes is not None:
+        return spec._classes if spec.labels is not None else None
+    if all(isinstance(v, int) for v in spec.labels):
+        return [int(v) for v in spec.labels]
+    raise RuntimeError("labels naming label values are resolved by check_classes first")
 
 
 def _nonempty_restriction(v: list | None, info: ValidationInfo) -> list | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import warnings
 from pathlib import Path
+from typing import Any, NoReturn
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios.decision import pare_min_calibration
@@ -43,51 +44,76 @@ def world_feature_names(
     return tuple(world.columns)
 
 
-def _check_class_numbers(scenario: Scenario, data, fail) -> None:
-    """Refuse class numbers (``labels``, ``goal``) that would mean other label values
-    than they say: a binary label is coded 1 = favourable, so with numeric values and
-    ``favourable: 0`` the number 0 would name the people whose label is 1."""
-    from recourse_sim.data.csv_world import renumbered
+def check_classes(scenario: Scenario, n_classes: int, class_values: tuple[str, ...] = ()) -> None:
+    """Goals must be classes of the world (0..k-1); each ``labels`` entry must be a label
+    value as it appears in the data (`class_values`: a CSV's label values, by class) or
+    a class number. The labels are resolved to class numbers (their spec's `classes`)."""
 
-    if not renumbered(data):
-        return
-    coding = ", ".join(f"value {v} is class {i}" for i, v in enumerate(data.class_values))
-    named = [("query.labels", scenario.query.labels)]
-    for pname, pop in scenario.populations.items():
-        named.append((f"populations.{pname}.labels", pop.labels))
-        query = getattr(pop, "query", None)
-        if query is not None:
-            named.append((f"populations.{pname}.query.labels", query.labels))
-    for path, classes in named:
-        if classes:
-            fail(
-                path,
-                f"classes are numbered 1 = favourable, 0 = not (the label's {coding}); "
-                f"{list(classes)} would name the label values "
-                f"{[data.class_values[c] for c in classes if 0 <= c < len(data.class_values)]}: "
-                "write the class numbers, or recode the label column so that 1 is favourable",
-            )
+    def fail(path: str, message: str) -> NoReturn:
+        raise ConfigError(f"{scenario.source}: {path}: {message}")
 
-
-def check_classes(scenario: Scenario, n_classes: int) -> None:
-    """Goals and label filters must be classes of the world (0..k-1)."""
-
-    def check(path: str, values: list[int] | None) -> None:
-        for v in values or []:
+    def check(path: str, values: list[int]) -> None:
+        for v in values:
             if not 0 <= v < n_classes:
-                raise ConfigError(
-                    f"{scenario.source}: {path}: class {v} out of range; the world has "
-                    f"{n_classes} classes (0..{n_classes - 1})"
+                fail(
+                    path,
+                    f"class {v} out of range; the world has {n_classes} classes "
+                    f"(0..{n_classes - 1})",
                 )
 
+    def resolve(path: str, spec: Any) -> None:
+        if spec.labels is None:
+            return
+        classes = []
+        for i, v in enumerate(spec.labels):
+            named = [k for k, value in enumerate(class_values) if _same_label(value, v)]
+            if named:  # a label value as in the data wins over a class number
+                classes.append(named[0])
+            elif isinstance(v, int) and 0 <= v < n_classes:
+                classes.append(v)
+            elif class_values:
+                values = ", ".join(repr(c) for c in class_values[:10])
+                fail(
+                    f"{path}.{i}",
+                    f"{v!r} is neither a label value ({values}) nor a class number "
+                    f"(0..{n_classes - 1})",
+                )
+            else:
+                fail(
+                    f"{path}.{i}",
+                    f"{v!r} is not a class of the world: its labels are class numbers "
+                    f"0..{n_classes - 1}",
+                )
+        spec._classes = classes
+
     check("query.goal", [scenario.query.goal])
-    check("query.labels", scenario.query.labels)
+    resolve("query.labels", scenario.query)
     for name, pop in scenario.populations.items():
-        check(f"populations.{name}.labels", pop.labels)
+        resolve(f"populations.{name}.labels", pop)
         query = getattr(pop, "query", None)
         if query is not None:
             check(f"populations.{name}.query.goal", [query.goal])
-            check(f"populations.{name}.query.labels", query.labels)
+            resolve(f"populations.{name}.query.labels", query)
+
+
+def _same_label(value: str, entry: int | str) -> bool:
+    """Whether a ``labels`` entry names label value `value` (as text or as a number)."""
+    if str(entry) == value:
+        return True
+    try:
+        return float(value) == float(entry)
+    except ValueError:
+        return False
+
+
+def _class_values(world) -> tuple[str, ...]:
+    """A CSV world's label values by class number (other worlds: none, their labels are
+    class numbers)."""
+    if isinstance(world, CsvWorld):
+        from recourse_sim.data.csv_world import read_csv_world
+
+        return read_csv_world(world).class_values
+    return ()
 
 
 def _n_classes(world) -> int:
@@ -178,11 +204,10 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         world.path = str(resolved)
         from recourse_sim.data.csv_world import read_csv_world
 
-        data = read_csv_world(world, source)  # validates the file (cached)
-        _check_class_numbers(scenario, data, fail)
+        read_csv_world(world, source)  # validates the file (cached)
     names = world_feature_names(world)
     _check_budgets(scenario, len(names), fail)
-    check_classes(scenario, _n_classes(world))
+    check_classes(scenario, _n_classes(world), _class_values(world))
 
     def check_names(path: str, values: list[str] | dict | str | None) -> None:
         if isinstance(values, str):  # (features.cost: std)

@@ -8,6 +8,7 @@ from pydantic import (
     BaseModel,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationInfo,
     field_validator,
@@ -16,10 +17,13 @@ from pydantic import (
 
 from recourse_sim.scenarios.base import (
     GenreGamma,
+    LabelValue,
+    Name,
     NonNegative,
     Positive,
     PositiveInt,
     Probability,
+    _label_classes,
     _Model,
     _nonempty_restriction,
 )
@@ -52,7 +56,7 @@ class SocialGraphSpec(_Model):
     generator: str | None = None  # networkx: generator name, e.g. watts_strogatz_graph
     params: dict[str, Any] = {}  # networkx: generator arguments besides n and seed
     seed_fraction: Probability = 0.05  # share of eligible members who start with the plan
-    seed_groups: list[str] | None = None  # organisers come from these groups (None: any)
+    seed_groups: list[Name] | None = None  # organisers come from these groups (None: any)
     spread: Probability = 0.3  # cascade: probability that a contact passes the plan on
 
     @model_validator(mode="after")
@@ -63,9 +67,10 @@ class SocialGraphSpec(_Model):
 
 
 class _Population(_Model):
-    groups: list[str] | None = None  # eligible groups (None: every group)
-    # eligible labels (individuals: their true outcome; collectives: their training label)
-    labels: list[int] | None = None
+    groups: list[Name] | None = None  # eligible groups (None: every group)
+    # eligible labels (individuals: their true outcome; collectives: their training label),
+    # as label values in the data or class numbers
+    labels: list[LabelValue] | None = None
     participation: Probability = 1.0  # alpha: share of the eligible (and reached) who act
     epsilon: NonNegative = 1.0  # budget: largest cost of one person's change (cost units)
     actionable: list[str] | None = None  # restrict changes to these features (None: all actionable)
@@ -76,6 +81,14 @@ class _Population(_Model):
     @classmethod
     def _not_empty(cls, v: list | None, info: ValidationInfo) -> list | None:
         return _nonempty_restriction(v, info)
+
+    _classes: list[int] | None = PrivateAttr(None)  # `labels` as class numbers (on load)
+
+    @property
+    def classes(self) -> list[int] | None:
+        """`labels` as class numbers (resolved against the world's label values by
+        `check_classes`; None: anyone)."""
+        return _label_classes(self)
 
 
 class UniformTolerance(_Model):

@@ -15,8 +15,10 @@ from pydantic import (
 
 from recourse_sim.scenarios.base import (
     MAX_MAGNITUDE,
+    Name,
     NonNegative,
     NonNegativeInt,
+    NotBoolean,
     Positive,
     PositiveInt,
     Probability,
@@ -107,7 +109,7 @@ class FicoWorld(_Model):
     """
 
     kind: Literal["fico"]
-    groups: list[str] = ["white", "black"]  # FICO groups in the population
+    groups: list[Name] = ["white", "black"]  # FICO groups in the population
     shares: list[Probability] | None = None  # population share per group (default: FICO sizes)
     n_applicants: PositiveInt = 2000  # persistent applicants (people)
     history_size: PositiveInt = 2000  # past applicants with observed outcomes fitting model 0
@@ -143,7 +145,7 @@ class DatasetWorld(_Model):
     # true outcome: drawn from the oracle at the true features, or the row's own label
     outcome: Literal["oracle", "label"] = "oracle"
     oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
-    favourable: int = Field(1, ge=0)  # class index of the favourable outcome
+    favourable: Annotated[int, NotBoolean] = Field(1, ge=0)  # class of the favourable outcome
     people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
 
 
@@ -158,7 +160,7 @@ class GroupBins(_Model):
 
     column: str  # the numeric column to cut
     bins: list[float]  # increasing bin edges (at least two)
-    labels: list[str]  # one name per bin (len(bins) - 1)
+    labels: list[Name]  # one name per bin (len(bins) - 1)
 
     @model_validator(mode="after")
     def _edges(self) -> GroupBins:
@@ -179,13 +181,14 @@ class CsvWorld(_Model):
 
     kind: Literal["csv"]
     path: str  # CSV file, relative to the scenario file
-    label: str  # label column
-    favourable: str | int | float = 1  # label value meaning the favourable outcome
+    label: Name  # label column
+    # label value meaning the favourable outcome (quote words: "yes")
+    favourable: Annotated[str | int | float, NotBoolean] = 1
     # feature columns and their types (None: every column but the label and the group
     # column, typed from its cells: 0/1 binary, whole numbers integer, else numeric)
-    columns: dict[str, ColumnType] | None = None
+    columns: dict[Name, ColumnType] | None = None
     # column holding each row's group, or bins of a numeric column (None: one group "all")
-    group: str | GroupBins | None = None
+    group: Name | GroupBins | None = None
     # a row with an empty, non-numeric or out-of-type cell: an error that counts the bad
     # cells of every column, or drop the row
     missing: Literal["error", "drop"] = "error"

@@ -732,3 +732,33 @@ def test_the_oar_collectives_model_starts_the_update(monkeypatch):
         np.testing.assert_allclose(o1, o2, rtol=1e-6, atol=1e-6)  # float32 observations
         assert r1 == pytest.approx(r2, abs=1e-12)
         assert [row["acceptance_rate"] for row in m1] == [row["acceptance_rate"] for row in m2]
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_IDS))
+def test_every_id_spec_has_its_scenarios_episode_length(env_id):
+    from recourse_sim.scenarios import load_scenario
+
+    spec = gym.spec(env_id)
+    scenario = ENV_IDS[env_id].get("scenario", "school_assignment")  # the env's default
+    assert spec.max_episode_steps == load_scenario(scenario).rounds
+    env, _ = _made_warned(env_id)  # TimeLimit at the spec's steps; the env ends at its rounds
+    assert env.spec.max_episode_steps == spec.max_episode_steps
+    env.reset(seed=0)
+    ends = [env.step(env.action_space.sample())[3] for _ in range(3)]
+    assert ends == [False, False, True]
+    env.close()
+
+
+def test_human_rendering_from_gym_make_without_a_display_names_rgb_array(monkeypatch):
+    """gym.make passes "human" to the env (not to Gymnasium's pygame wrapper): one
+    ConfigError naming rgb_array; an instance lists "human" only with a display."""
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(ConfigError, match="use render_mode='rgb_array'") as err:
+        gym.make("recourse_sim/SchoolAssignment-v1", render_mode="human", rounds=2)
+    assert "\n" not in str(err.value)
+    env = RecourseEnv("oar_iris", rounds=2)
+    assert "human" not in env.metadata["render_modes"]
+    assert "human" in RecourseEnv.metadata["render_modes"]
+    monkeypatch.setenv("DISPLAY", ":0")
+    assert "human" in RecourseEnv("oar_iris", rounds=2).metadata["render_modes"]

@@ -28,8 +28,8 @@ def _plain_rates(r: RoundRecord, mask: np.ndarray, pool: np.ndarray, held: np.nd
         "acceptance_rate": mean(r.favourable, mask),
         "acceptance_rate_before": mean(r.favourable_before, mask),
         "n_seekers": int(seekers.sum()),
-        "recourse_success_rate": mean(r.favourable, seekers),
-        "mean_cost": mean(r.cost, seekers),
+        "recourse_success_rate": ratio(r.favourable, seekers),
+        "mean_cost": ratio(r.cost, seekers),
         "true_outcome_rate": mean(r.true_favourable, mask),
         "model_accuracy": mean(r.favourable == r.true_favourable, mask),
         "approved_favourable_rate": ratio(r.true_favourable, favoured),
@@ -213,3 +213,30 @@ def test_auc_counts_the_decision_rules_ties_as_ties():
     raw = roc_auc_score(r.true_favourable, r.score)
     assert auc == pytest.approx(tied, abs=1e-12)
     assert auc - raw > 0.1  # the pile matters
+
+
+def test_a_round_without_seekers_leaves_the_seekers_rates_empty(tmp_path):
+    """Nobody seeks recourse: recourse_success_rate and mean_cost are empty cells in
+    metrics.csv (NaN when read, null in summary.json), never 0, and the run resumes."""
+    import json
+
+    from recourse_sim import load_scenario, simulate
+    from recourse_sim.simulate import read_metrics
+
+    scenario = load_scenario(
+        "oar_iris",
+        {"populations.query_subjects.participation": 0, "populations.data_subjects.epsilon": 0},
+    )
+    out = tmp_path / "run"
+    frame = simulate(scenario, rounds=2, seed=0, out=out)
+    assert (frame["n_seekers"] == 0).all()
+    assert frame["recourse_success_rate"].isna().all() and frame["mean_cost"].isna().all()
+    header, first = (out / "metrics.csv").read_text().splitlines()[:2]
+    cells = dict(zip(header.split(","), first.split(","), strict=True))
+    assert cells["recourse_success_rate"] == "" and cells["mean_cost"] == ""
+    final = json.loads((out / "summary.json").read_text())["final"]["all"]
+    assert final["recourse_success_rate"] is None and final["mean_cost"] is None
+    resumed = simulate(scenario, rounds=3, seed=0, out=out, resume=True)
+    assert resumed["recourse_success_rate"].isna().all()
+    assert simulate(scenario, rounds=3, seed=0).equals(resumed)  # as if never interrupted
+    assert read_metrics(out)["mean_cost"].isna().all()

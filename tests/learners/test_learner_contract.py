@@ -127,8 +127,12 @@ def test_make_learner_names_bad_name_and_param():
 
 def test_bad_data_rejected(iris):
     X, y = iris
-    with pytest.raises(ConfigError, match="class indices"):
-        LogisticRegression().fit(X, y - 1)
+    with pytest.raises(ConfigError, match="class indices"):  # n_classes: y is indices
+        LogisticRegression(n_classes=3).fit(X, y - 1)
+    # without n_classes, any labels (scikit-learn's convention), predicted as given
+    assert LogisticRegression().fit(X, y - 1).classes_.tolist() == [-1, 0, 1]
+    with pytest.raises(ConfigError, match="not one of the classes fitted"):
+        LogisticRegression().fit(X, y).update(X, y + 1)
     with pytest.raises(ConfigError, match="features"):
         LogisticRegression().fit(X, y).update(X[:, :2], y)
     with pytest.raises(ConfigError, match="out of range"):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pettingzoo")
-from pettingzoo.test import parallel_api_test, parallel_seed_test
+from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 
 from recourse_sim.env import RecourseEnv
-from recourse_sim.env.multi import RecourseParallelEnv, parallel_env
+from recourse_sim.env.multi import RecourseParallelEnv, env, parallel_env
 from recourse_sim.errors import ConfigError
 
 SMALL = {"world__cohort_size": 200, "world__history_size": 400, "rounds": 3}
@@ -26,6 +26,22 @@ def test_parallel_api_test_passes_without_warnings(capsys):
         warnings.simplefilter("error")
         parallel_api_test(_env(), num_cycles=10)
     assert "Passed Parallel API test" in capsys.readouterr().out
+
+
+def test_the_aec_env_passes_pettingzoos_api_test(capsys):
+    """env(): the agents act in turn; the round is played once all of them have."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # (the one advice not taken: agents are named after their populations, not
+        # "player_0")
+        warnings.filterwarnings("ignore", "We recommend agents to be named", UserWarning)
+        api_test(env("competing_collectives", **SMALL), num_cycles=10)
+    assert "Passed API test" in capsys.readouterr().out
+    aec = env("competing_collectives", **SMALL)
+    aec.reset(seed=0)
+    assert aec.agent_selection == "n2_h1_students"
+    aec.step(np.zeros(aec.action_space("n2_h1_students").shape, np.float32))
+    assert aec.agent_selection == "n1_h1_students"
 
 
 def test_parallel_seed_test_passes():

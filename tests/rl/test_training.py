@@ -49,3 +49,30 @@ def test_tensorboard_logs_one_run_per_scenario_and_seed(tmp_path):
     assert runs == ["coordination_toy_seed7_1"]
     assert any(f.name.startswith("events.out.tfevents") for f in (tmp_path / runs[0]).iterdir())
     assert isinstance(policy, TrainedPolicy)
+
+
+@pytest.mark.parametrize(("threads", "during"), [(None, 3), (1, 1), (2, 2)])
+def test_train_ppo_trains_on_one_torch_thread_unless_told(monkeypatch, threads, during):
+    """Default one thread during training, torch's own setting restored afterwards."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from recourse_sim.agents.training import PPOConfig, train_ppo
+
+    seen = []
+
+    def learn(self, *args, **kwargs):  # instead of training: what torch would use
+        seen.append(torch.get_num_threads())
+        return self
+
+    monkeypatch.setattr(PPO, "learn", learn)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        kwargs = {} if threads == 1 else {"threads": threads}
+        train_ppo(
+            "coordination_toy", 0, PPOConfig(timesteps=10, n_steps=10, batch_size=10), **kwargs
+        )
+        assert seen == [during] and torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
