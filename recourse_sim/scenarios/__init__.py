@@ -115,6 +115,9 @@ from recourse_sim.scenarios.world import (
     OracleSpec,
     PeopleSpec,
     SchoolWorld,
+    ScmNode,
+    ScmNoise,
+    ScmWorld,
     World,
 )
 
@@ -161,6 +164,9 @@ __all__ = [
     "RewardSpec",
     "Scenario",
     "SchoolWorld",
+    "ScmNode",
+    "ScmNoise",
+    "ScmWorld",
     "SocialGraphSpec",
     "Tolerance",
     "TruthfulPopulation",
