@@ -45,13 +45,11 @@ the critical α per homophily), ``critical_mass.png`` and ``critical_mass.md``.
 
 from __future__ import annotations
 
-import argparse
-import ast
-import inspect
 import itertools
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib
@@ -61,6 +59,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the analyses' own helpers
+from _args import parse_args as parse_dataclass_args
 
 from recourse_sim.env import RecourseEnv
 from recourse_sim.stats import t_half_width
@@ -106,27 +107,7 @@ class Args:
 
 def parse_args() -> Args:
     """`Args` from the command line; --help shows each field's docstring."""
-    body = ast.parse(inspect.getsource(Args)).body[0].body
-    docs = {
-        node.target.id: str(after.value.value)
-        for node, after in itertools.pairwise(body)
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr)
-    }
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag, default = f"--{f.name.replace('_', '-')}", f.default
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=docs[f.name])
-        elif isinstance(default, tuple):
-            parser.add_argument(
-                flag, nargs="+", type=type(default[0]), default=default, help=docs[f.name]
-            )
-        elif f.name == "out":
-            parser.add_argument(flag, type=Path, default=None, help=docs[f.name])
-        else:
-            parser.add_argument(flag, type=type(default), default=default, help=docs[f.name])
-    ns = vars(parser.parse_args())
-    return Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in ns.items()})
+    return parse_dataclass_args(Args, __doc__.split("\n\n")[0])
 
 
 def run(args: Args, alpha: float, homophily: float, seed: int) -> dict[str, float]:

@@ -47,18 +47,19 @@ Outputs in --out: ``performative.csv`` (every run's rounds), ``performative_summ
 
 from __future__ import annotations
 
-import argparse
-import ast
-import inspect
 import itertools
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the analyses' own helpers
+from _args import parse_args as parse_dataclass_args
 
 from recourse_sim import load_scenario, simulate
 from recourse_sim.learners.logistic import LogisticRegression
@@ -96,27 +97,7 @@ class Args:
 
 def parse_args() -> Args:
     """`Args` from the command line; --help shows each field's docstring."""
-    body = ast.parse(inspect.getsource(Args)).body[0].body
-    docs = {
-        node.target.id: str(after.value.value)
-        for node, after in itertools.pairwise(body)
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr)
-    }
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag, default = f"--{f.name.replace('_', '-')}", f.default
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=docs[f.name])
-        elif isinstance(default, tuple):
-            parser.add_argument(
-                flag, nargs="+", type=type(default[0]), default=default, help=docs[f.name]
-            )
-        elif f.name == "out":
-            parser.add_argument(flag, type=Path, default=None, help=docs[f.name])
-        else:
-            parser.add_argument(flag, type=type(default), default=default, help=docs[f.name])
-    ns = vars(parser.parse_args())
-    return Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in ns.items()})
+    return parse_dataclass_args(Args, __doc__.split("\n\n")[0])
 
 
 def credit_table() -> pd.DataFrame:

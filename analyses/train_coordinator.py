@@ -27,15 +27,12 @@ baselines' held-out means), ``coordinator_summary.json`` (settings, timings, mea
 
 from __future__ import annotations
 
-import argparse
-import ast
-import inspect
-import itertools
 import json
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -46,6 +43,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the analyses' own helpers
+from _args import parse_args as parse_dataclass_args
 
 from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
 from recourse_sim.agents.training import PPOConfig, train_ppo
@@ -108,32 +108,7 @@ QUICK_OVERRIDES = {
 
 def parse_args() -> Args:
     """`Args` from the command line; --help shows each field's docstring."""
-    docs = _field_docs(Args)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for f in fields(Args):
-        flag, default = f"--{f.name.replace('_', '-')}", f.default
-        if f.type == "bool":
-            parser.add_argument(flag, action="store_true", help=docs[f.name])
-        elif isinstance(default, tuple):
-            kind = type(default[0]) if default else str
-            parser.add_argument(flag, nargs="+", type=kind, default=default, help=docs[f.name])
-        elif f.name in ("out", "tensorboard"):
-            parser.add_argument(flag, type=Path, default=None, help=docs[f.name])
-        else:
-            parser.add_argument(flag, type=type(default), default=default, help=docs[f.name])
-    ns = parser.parse_args()
-    args = Args(**{f.name: getattr(ns, f.name) for f in fields(Args)})
-    return replace(args, **{k: tuple(v) for k, v in vars(ns).items() if isinstance(v, list)})
-
-
-def _field_docs(cls: type) -> dict[str, str]:
-    """Attribute docstrings (the string literal right after each field)."""
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    docs = {}
-    for node, after in itertools.pairwise(body):
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr):
-            docs[node.target.id] = str(after.value.value)
-    return docs
+    return parse_dataclass_args(Args, __doc__.split("\n\n")[0])
 
 
 def main(args: Args) -> None:
