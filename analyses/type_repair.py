@@ -44,12 +44,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from recourse_sim.data import load
 from recourse_sim.learners import LogisticRegression, MLPClassifier
 from recourse_sim.recourse import ActionSet, individual_recourse
+from recourse_sim.stats import t_half_width
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("linear", "pgd", "wachter")
@@ -212,8 +212,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     grouped = df.groupby(keys, sort=False)[values]
     mean = grouped.mean()
     n = grouped.count().max(axis=1)
-    half = grouped.sem() * stats.t.ppf(0.975, np.maximum(n - 1, 1)).reshape(-1, 1)
-    half[n <= 1] = np.nan
+    half = t_half_width(grouped.std(), n)
     return mean.join(half.add_suffix("_ci")).reset_index()
 
 
