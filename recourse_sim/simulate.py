@@ -327,7 +327,8 @@ def _cells(values: np.ndarray) -> list[str]:
     if np.issubdtype(values.dtype, np.floating):
         # + 0.0 turns -0.0 into 0.0; NaN (none expected) would be an empty cell
         return ["" if v != v else format(v, FLOAT_FORMAT) for v in (values + 0.0).tolist()]
-    return [str(v) for v in values.tolist()]
+    # (flags that may not apply, as causal worlds' validity: None is an empty cell)
+    return ["" if v is None else str(v) for v in values.tolist()]
 
 
 def _parse_people(text: str) -> pd.DataFrame:
@@ -338,6 +339,8 @@ def _parse_people(text: str) -> pd.DataFrame:
     dtype: dict[str, Any] = {"group": str}
     dtype.update({n: "float64" for n in header if n in ("cost", "score")})
     dtype.update({n: "float64" for n in header if n.startswith(("feature_", "reported_"))})
+    # flags that may be empty (causal worlds' validity): nullable booleans
+    dtype.update({n: "boolean" for n in header if n in ("recourse_valid_at_reapply", "improved")})
     return pd.read_csv(io.StringIO(text), dtype=dtype, keep_default_na=False, na_values=[""])
 
 

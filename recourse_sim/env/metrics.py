@@ -64,6 +64,17 @@ Every row (each group, ``query``, ``all``) has:
   (``ties``) gets a place with; empty without seekers, under ``argmax`` and when the
   capacity rule gave nobody a place
 
+On causal worlds (``world.kind: scm``) every row also has (empty where nobody counts):
+
+- ``recourse_valid_at_reapply``: of the people re-applying this round after their
+  recourse got them the favourable decision last round, the share favoured now (by the
+  model refit since): the mean of people.csv's ``recourse_valid_at_reapply``
+- ``improved_rate``: of this round's seekers, the share whose true outcome went from
+  unfavourable to favourable: the mean of people.csv's ``improved``
+- ``recourse_valid_after_T``: of the people whose recourse got them the favourable
+  decision T rounds ago (T = ``world.validity_horizon``), the share whose reports from
+  then this round's decision rule favours (whether they apply now or not)
+
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).
 
@@ -118,6 +129,16 @@ One row per applicant per round, in person order:
 - ``true_favourable``: their true outcome is favourable
 - ``score``: the model's P(favourable) on their final reports
 - ``leaves``: they leave the pool after this round
+
+on causal worlds (``world.kind: scm``), two more (empty where they do not apply):
+
+- ``recourse_valid_at_reapply``: for people whose recourse got them the favourable
+  decision last round and who apply again this round (``world.people`` with
+  ``return_after``): whether this round's decision, by the model refit since, favours
+  the reports their recourse left them; empty for everyone else
+- ``improved``: for this round's seekers (``tried``): whether their true outcome went
+  from unfavourable (at the start of the round) to favourable (after their recourse);
+  empty for people who did not seek recourse
 
 and, when asked for (``recourse-sim run --people-features``), for every feature f:
 ``feature_<f>``, its true value at the start of the round (for a newcomer, as drawn), and
@@ -212,6 +233,17 @@ class RoundRecord:
     # (n,) the P(favourable) the final decision needs of each (capacity: the round's
     # cut-off score; threshold rules: their threshold); None: no such score (argmax)
     cutoff: np.ndarray | None = None
+    # causal (scm) worlds only, else None. Per person, NaN where it does not apply:
+    # 1/0 whether the recourse that got them the favourable decision last round is
+    # honoured now that they re-apply (after the refit), and whether this round's
+    # seekers' true outcome went from unfavourable to favourable
+    valid_at_reapply: np.ndarray | None = None  # (n,) float
+    improved: np.ndarray | None = None  # (n,) float
+    # the people whose recourse succeeded T rounds ago and whether this round's rule
+    # favours the reports it left them (recourse_valid_after_T)
+    past_holder_group: np.ndarray | None = None  # (h_T,) int64
+    past_holder_query: np.ndarray | None = None  # (h_T,) bool
+    past_holder_favoured: np.ndarray | None = None  # (h_T,) bool
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -260,7 +292,32 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         everyone[key] = float(value)
     for key, value in r.model_stats.items():
         everyone[key] = None if value is None else float(value)
+    if r.valid_at_reapply is not None:
+        _add_validity(rows, r, G)
     return rows
+
+
+def _add_validity(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
+    """The causal worlds' validity columns of each row (empty where nobody counts)."""
+    member = _membership(r.group, r.query, n_groups)
+    for name, values in (
+        ("recourse_valid_at_reapply", r.valid_at_reapply),
+        ("improved_rate", r.improved),
+    ):
+        counted = ~np.isnan(values)
+        n = (member @ counted).astype(np.int64)
+        hits = (member @ np.where(counted, values, 0.0)).astype(np.int64)
+        for j, row in enumerate(rows):
+            row[name] = _ratio(int(hits[j]), int(n[j]))
+    if r.past_holder_group is None:
+        for row in rows:
+            row["recourse_valid_after_T"] = None
+        return
+    past = _membership(r.past_holder_group, r.past_holder_query, n_groups)
+    n = past.sum(1).astype(np.int64)
+    hits = (past @ r.past_holder_favoured).astype(np.int64)
+    for j, row in enumerate(rows):
+        row["recourse_valid_after_T"] = _ratio(int(hits[j]), int(n[j]))
 
 
 def _membership(group: np.ndarray, query: np.ndarray, n_groups: int) -> np.ndarray:
@@ -397,6 +454,13 @@ def people_columns(
         "score": r.score,
         "leaves": r.leaving,
     }
+    if r.valid_at_reapply is not None:
+        for name, values in (
+            ("recourse_valid_at_reapply", r.valid_at_reapply),
+            ("improved", r.improved),
+        ):
+            flags = np.array([None if np.isnan(v) else bool(v) for v in values], dtype=object)
+            columns[name] = flags
     if feature_names is not None:
         assert r.X is not None and r.report is not None
         for j, name in enumerate(feature_names):

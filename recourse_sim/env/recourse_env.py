@@ -45,6 +45,7 @@ from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
 from recourse_sim.recourse import ActionSet
+from recourse_sim.recourse.causal import action_grid, causal_recourse
 from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scenario
 
@@ -310,6 +311,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
         self._controlled = controlled[0] if controlled else None
         self._pool_rules = pool_rules(self.world)
+        # causal worlds: T of recourse_valid_after_T (None: no validity columns)
+        self._horizon = getattr(scenario.world, "validity_horizon", None)
+        self._grids: dict[str, np.ndarray] = {}  # causal recourse's action grid per population
         # people who re-apply next round start in motion: a round 0 (see Starting State)
         self._round_zero = any(
             s.stage == "decision" and s.spec.reapply == "next_round" for s in self.strategies
@@ -502,6 +506,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._pool = Pool(self._pool_rules)
         self._cohort = self._pool.start(self.world, world_rng, 0 if self._round_zero else 1)
         self._holders = _no_holders(self.n_features)
+        self._past_holders: list[dict[str, np.ndarray]] = []  # last T rounds' holders
         self._last_record = None
         if self._round_zero:
             self._play_round_zero()
@@ -558,6 +563,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         # 4. outcomes
         y = self.world.outcome(c, X_true, moves.changed)
         true_favourable = y == fav_class
+        validity = self._validity(c, last_holders, holder_favoured, tried, y, cut)
         query = self._query_mask(self.scenario.query, c)
 
         # 5. collective perturbation of the reports that train the next model
@@ -636,6 +642,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "group": c.group[holders],
             "query": query[holders],
         }
+        if self._horizon is not None:
+            self._past_holders = [*self._past_holders, self._holders][-self._horizon :]
         # The next applicants come before the query's success is measured so that a PARE
         # threshold can be recalibrated for the updated model first (the success is the
         # next round's, at the next round's threshold); nothing in between draws randomness.
@@ -682,6 +690,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X=c.X,
             report=X_rep,
             cutoff=cutoff,
+            **validity,
         )
         metrics = round_metrics(record, self._row_labels)
         G = len(self.group_labels)
@@ -895,15 +904,18 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             if s.stage != "decision" or (next_round_only and s.spec.reapply != "next_round"):
                 continue
             seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
-            found = s.act(
-                learner,
-                X_rep,
-                seekers,
-                self.favourable,
-                self._stream_of(s),
-                target=self._needed(c.group, cut),
-                margin=self._margins(s, c.person),
-            )
+            if getattr(s.spec, "recourse", None) is not None:
+                found = self._causal_recourse(s, c, X_true, seekers, cut)
+            else:
+                found = s.act(
+                    learner,
+                    X_rep,
+                    seekers,
+                    self.favourable,
+                    self._stream_of(s),
+                    target=self._needed(c.group, cut),
+                    margin=self._margins(s, c.person),
+                )
             if cut is not None and found.tried.any():
                 # rejected at the cut-off by a tie: nothing to move, so nobody tries
                 rows = np.flatnonzero(found.tried)
@@ -948,6 +960,59 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return _Moves(
             X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
         )
+
+    def _causal_recourse(
+        self, s: Strategy, c: Cohort, X_true: np.ndarray, seekers: np.ndarray, cut: float | None
+    ) -> IndividualResult:
+        """A causal world's recourse of type ``recourse`` (ce, cr, icr) for the seekers
+        (`recourse_sim.recourse.causal`): the change of their true features, which
+        their reports follow."""
+        world = self.world
+        grid = self._grids.get(s.population)
+        if grid is None:
+            quarter_sd = world.feature_sd() / 4  # whole steps for integer nodes
+            steps = np.where(world.integer, np.maximum(1.0, np.round(quarter_sd)), quarter_sd)
+            grid = action_grid(steps, s.action_set.actionable, s.spec.search_steps)
+            self._grids[s.population] = grid
+
+        def favoured(F: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            return self._favoured({"report": F, "group": c.group[rows]}, cut)
+
+        res = causal_recourse(
+            s.spec.recourse, world, X_true, c.noise, seekers, s.action_set, favoured, grid
+        )
+        return IndividualResult(res.delta, seekers, res.cost)
+
+    def _validity(
+        self,
+        c: Cohort,
+        holders: dict[str, np.ndarray],
+        holder_favoured: np.ndarray,
+        tried: np.ndarray,
+        y: np.ndarray,
+        cut: float | None,
+    ) -> dict[str, np.ndarray | None]:
+        """A causal world's per-person validity of recourse (`RoundRecord`): whether the
+        recourse that succeeded last round is honoured at re-application, whether this
+        round's seekers improved, and who of the holders of T rounds ago this round's
+        rule favours."""
+        if self._horizon is None:
+            return {}
+        n = len(c.person)
+        valid = np.full(n, np.nan)
+        if len(holders["person"]) and n:
+            at = np.minimum(np.searchsorted(c.person, holders["person"]), n - 1)
+            present = c.person[at] == holders["person"]
+            valid[at[present]] = holder_favoured[present]
+        fav = self.favourable
+        improved = np.where(tried, (y == fav) & (c.y0 != fav), np.nan)
+        out: dict[str, np.ndarray | None] = {"valid_at_reapply": valid, "improved": improved}
+        if len(self._past_holders) == self._horizon:
+            past = self._past_holders[0]
+            out["past_holder_group"] = past["group"]
+            out["past_holder_query"] = past["query"]
+            out["past_holder_favoured"] = self._favoured(past, cut)
+        return out
 
     def _just_enough(
         self,
@@ -1025,6 +1090,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             failed=failed,
             moved=moved,
             move_cost=moves.move_cost,
+            noise=self.world.noise_after(c, X_after),
         )
         return after, failed
 
@@ -1146,6 +1212,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "theta0": self._theta0.copy(),
             "pool": self._pool.get_state(),
             "holders": {k: v.copy() for k, v in self._holders.items()},
+            # causal worlds: the holders of the last T rounds, oldest first
+            "past_holders": {
+                str(i): {k: v.copy() for k, v in h.items()}
+                for i, h in enumerate(self._past_holders)
+            },
             "world": _copy_tree(self.world.get_state()),
             "last": {k: v.copy() for k, v in self._last.items()},
             "feature_mean": self._feature_mean.copy(),
@@ -1202,6 +1273,16 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 "group": np.array(state["holders"]["group"], dtype=np.int64),
                 "query": np.array(state["holders"]["query"], dtype=bool),
             }
+            past = state.get("past_holders", {})
+            self._past_holders = [
+                {
+                    "person": np.array(past[i]["person"], dtype=np.int64),
+                    "report": np.array(past[i]["report"], dtype=np.float64),
+                    "group": np.array(past[i]["group"], dtype=np.int64),
+                    "query": np.array(past[i]["query"], dtype=bool),
+                }
+                for i in sorted(past, key=int)
+            ]
             self._last_record = None
             self.world.set_state(_copy_tree(state["world"]))
             self._last = {k: np.array(v, dtype=np.float64) for k, v in state["last"].items()}

@@ -37,7 +37,14 @@ import numpy as np
 from recourse_sim.data.csv_world import TabularData, read_csv_world
 from recourse_sim.env.oracle import fit_oracle
 from recourse_sim.errors import ConfigError
-from recourse_sim.scenarios import CsvWorld, DatasetWorld, FicoWorld, GaussianWorld, SchoolWorld
+from recourse_sim.scenarios import (
+    CsvWorld,
+    DatasetWorld,
+    FicoWorld,
+    GaussianWorld,
+    SchoolWorld,
+    ScmWorld,
+)
 
 # TransRisk score s (0-100) -> FICO points 300 + 5.5 s (our linear map of the two scales).
 FICO_MIN, FICO_MAX = 300.0, 850.0
@@ -68,6 +75,9 @@ class Cohort:
     failed: np.ndarray | None = None  # (n,) int64 failed recourse attempts in this wait
     moved: np.ndarray | None = None  # (n,) bool: apply with reports recourse moved last round
     move_cost: np.ndarray | None = None  # (n,) cost of that move (0 for the others)
+    # (n, k) each person's exogenous noise, one column per node of a causal (scm) world
+    # (k = 0 in other worlds): kept with the person from round to round
+    noise: np.ndarray | None = None
 
     _FIELDS = (
         "X",
@@ -85,12 +95,15 @@ class Cohort:
         "failed",
         "moved",
         "move_cost",
+        "noise",
     )
 
     def __post_init__(self) -> None:
         n = len(self.group)
         if self.report is None:
             self.report = self.X.copy()
+        if self.noise is None:
+            self.noise = np.zeros((n, 0))
         for name, fill, dtype in (
             ("person", -1, np.int64),
             ("arrived", 0, np.int64),
@@ -107,7 +120,8 @@ class Cohort:
 
     @classmethod
     def from_arrays(cls, a: dict) -> Cohort:
-        return cls(**{k: np.array(a[k], copy=True) for k in cls._FIELDS})
+        # (a state saved before causal worlds has no noise: none to keep)
+        return cls(**{k: np.array(a[k], copy=True) for k in cls._FIELDS if k in a})
 
     def take(self, index: np.ndarray | None) -> Cohort:
         """A copy of the rows `index` (None: all rows)."""
@@ -192,6 +206,10 @@ class World(ABC):
         """Extra metrics of the people in the pool after a round: name -> (per-group
         values, value for everyone)."""
         return {}
+
+    def noise_after(self, cohort: Cohort, X_true: np.ndarray) -> np.ndarray:
+        """The exogenous noise people carry on with at true features `X_true`."""
+        return cohort.noise
 
     def get_state(self) -> dict:
         return {}
@@ -566,6 +584,118 @@ def _split(n: int, sizes: np.ndarray) -> np.ndarray:
     return out
 
 
+# -- structural causal models -------------------------------------------------------------
+
+
+class Scm(World):
+    """A structural causal model over the features and the label (`recourse_sim.env.scm`).
+
+    A person is their exogenous noise, one value per node, drawn on arrival and kept
+    (``Cohort.noise``). Their true outcome is favourable when the label node, computed
+    from its parents' true values and the person's own label noise, reaches the
+    threshold. A change of true features is an intervention: the changed features take
+    their new values, and the noise of those nodes is re-abducted so that the person's
+    noise keeps explaining their values in later rounds; every other node's noise,
+    the label's included, is the one they arrived with.
+    """
+
+    def __init__(self, spec: ScmWorld):
+        from recourse_sim.env.scm import Mechanism, Noise, StructuralCausalModel
+
+        self.spec = spec
+        names = tuple(spec.nodes)
+        mechanisms = tuple(
+            Mechanism(
+                parents=tuple(names.index(p) for p in node.parents),
+                coef=np.asarray(node.coef, dtype=np.float64),
+                intercept=node.intercept,
+                combine=node.combine,
+                link=node.link,
+                noise_enters=node.noise_enters,
+                noise=Noise(**node.noise.model_dump()),
+            )
+            for node in spec.nodes.values()
+        )
+        self.scm = StructuralCausalModel(names, mechanisms)
+        self.label = names.index(spec.label)
+        self.feature_nodes = np.array([j for j in range(len(names)) if j != self.label])
+        fnames = spec.feature_names
+        nodes = [spec.nodes[f] for f in fnames]
+        self.integer = np.array([n.integer for n in nodes])
+        self.features = FeatureDefaults(
+            names=fnames,
+            actionable=np.array([not n.immutable for n in nodes]),
+            increase_only=np.zeros(len(fnames), bool),
+            decrease_only=np.zeros(len(fnames), bool),
+            proxy=np.zeros(len(fnames), bool),
+            lower=np.full(len(fnames), -np.inf),
+            upper=np.full(len(fnames), np.inf),
+        )
+        self.group_labels = ()
+        self.cohort_size = spec.cohort_size
+        if spec.label_threshold == "median":
+            # of a large sample drawn with a fixed seed: the same in every episode
+            values, _ = self.scm.sample(100_000, np.random.default_rng(0))
+            self.threshold = float(np.median(values[:, self.label]))
+        else:
+            self.threshold = float(spec.label_threshold)
+
+    # -- people ---------------------------------------------------------------------------
+    def values_of(self, X: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Every node's value (n, k) of people with true features X and their noise: the
+        features as they are, the label from its parents and the person's label noise."""
+        values = np.zeros(noise.shape)
+        values[:, self.feature_nodes] = X
+        values[:, self.label] = self.scm.mechanisms[self.label].evaluate(
+            values, noise[:, self.label]
+        )
+        return values
+
+    def favourable_label(self, label_values: np.ndarray) -> np.ndarray:
+        return (label_values >= self.threshold).astype(np.int64)
+
+    def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        values, _ = self.scm.sample(self.spec.history_size, rng)
+        return values[:, self.feature_nodes], self.favourable_label(values[:, self.label])
+
+    def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
+        values, noise = self.scm.sample(n, rng)
+        u, v = rng.random((2, n))
+        return Cohort(
+            X=values[:, self.feature_nodes],
+            group=np.zeros(n, np.int64),
+            query=np.zeros(n, bool),
+            u=u,
+            v=v,
+            y0=self.favourable_label(values[:, self.label]),
+            rows=np.arange(n),
+            record=np.full(n, -1, dtype=np.int64),
+            noise=noise,
+        )
+
+    def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        y = cohort.y0.copy()
+        if changed.any():
+            values = self.values_of(X_true[changed], cohort.noise[changed])
+            y[changed] = self.favourable_label(values[:, self.label])
+        return y
+
+    def noise_after(self, cohort: Cohort, X_true: np.ndarray) -> np.ndarray:
+        if not len(X_true):
+            return cohort.noise
+        noise = cohort.noise.copy()
+        moved = (X_true != cohort.X).any(1)
+        if moved.any():
+            values = self.values_of(X_true[moved], cohort.noise[moved])
+            own = self.scm.abduct(values)
+            noise[np.ix_(moved, self.feature_nodes)] = own[:, self.feature_nodes]
+        return noise
+
+    def feature_sd(self) -> np.ndarray:
+        values, _ = self.scm.sample(20_000, np.random.default_rng(0))
+        return _sd(values[:, self.feature_nodes])
+
+
 def build_world(spec, source: str = "<scenario>") -> World:
     """The world a scenario's ``world`` block describes."""
     if isinstance(spec, SchoolWorld):
@@ -576,6 +706,8 @@ def build_world(spec, source: str = "<scenario>") -> World:
         return Tabular(spec, source)
     if isinstance(spec, GaussianWorld):
         return Gaussian(spec)
+    if isinstance(spec, ScmWorld):
+        return Scm(spec)
     raise AssertionError(f"unhandled world {type(spec).__name__}")
 
 
@@ -585,6 +717,7 @@ __all__ = [
     "Gaussian",
     "Lending",
     "School",
+    "Scm",
     "Tabular",
     "TabularData",
     "World",

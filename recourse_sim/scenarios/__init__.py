@@ -117,6 +117,9 @@ from recourse_sim.scenarios.world import (
     OracleSpec,
     PeopleSpec,
     SchoolWorld,
+    ScmNode,
+    ScmNoise,
+    ScmWorld,
     World,
 )
 
@@ -164,6 +167,9 @@ __all__ = [
     "RewardSpec",
     "Scenario",
     "SchoolWorld",
+    "ScmNode",
+    "ScmNoise",
+    "ScmWorld",
     "SocialGraphSpec",
     "Tolerance",
     "TruthfulPopulation",

@@ -17,11 +17,12 @@ from recourse_sim.scenarios.world import (
     FicoWorld,
     GaussianWorld,
     SchoolWorld,
+    ScmWorld,
 )
 
 
 def world_feature_names(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
 ) -> tuple[str, ...]:
     """The feature names a world produces (loads a bundled dataset if needed; cached)."""
     if isinstance(world, SchoolWorld):
@@ -36,6 +37,8 @@ def world_feature_names(
         return tuple(load(world.name).feature_names)
     if isinstance(world, GaussianWorld):
         return tuple(f"x{j + 1}" for j in range(len(world.means[0])))
+    if isinstance(world, ScmWorld):
+        return world.feature_names
     if world.columns is None:  # inferred from the file (read and cached by then)
         from recourse_sim.data.csv_world import read_csv_world
 
@@ -106,7 +109,7 @@ def _n_classes(world) -> int:
 
 
 def world_group_names(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
 ) -> tuple[str, ...] | None:
     """The group names of a world (None when they are only known from the CSV's rows)."""
     if isinstance(world, SchoolWorld):
@@ -120,6 +123,8 @@ def world_group_names(
         return tuple(ds.group_labels) if ds.group_labels else ("all",)
     if isinstance(world, GaussianWorld):
         return ("data", "query")
+    if isinstance(world, ScmWorld):
+        return ("all",)
     return None
 
 
@@ -147,7 +152,7 @@ def _check_budgets(scenario: Scenario, d: int, fail) -> None:
 
 
 def cohort_size(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld,
+    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
 ) -> tuple[int, str]:
     """People in one cohort of a world, and the field that sets it."""
     if isinstance(world, FicoWorld):
@@ -155,6 +160,50 @@ def cohort_size(
     if isinstance(world, GaussianWorld):
         return sum(world.class_sizes) + world.query_size, "world.class_sizes + world.query_size"
     return world.cohort_size, "world.cohort_size"
+
+
+def _check_scm_interventions(scenario: Scenario, fail) -> None:
+    """Recourse types need a causal world, and nobody intervenes on an immutable node."""
+    world = scenario.world
+    for pname, pop in scenario.populations.items():
+        if getattr(pop, "recourse", None) is not None and not isinstance(world, ScmWorld):
+            fail(
+                f"populations.{pname}.recourse",
+                f"{pop.recourse!r} needs a causal world (world.kind: scm), not {world.kind!r}",
+            )
+    for pname, pop in scenario.populations.items():
+        if getattr(pop, "recourse", None) is None:
+            continue
+        # the search finds whole interventions: a share of one is not an intervention
+        unsupported = {
+            "objective": pop.objective != "min_cost",
+            "move": pop.move != 1.0,
+            "just_enough": pop.just_enough,
+            "tolerance": pop.tolerance is not None,
+            "margin": pop.margin > 0,
+        }
+        for field, set_ in unsupported.items():
+            if set_:
+                fail(
+                    f"populations.{pname}.{field}",
+                    f"not supported with recourse: {pop.recourse} (the causal search finds "
+                    "the cheapest whole action that meets its goal); remove it",
+                )
+    if not isinstance(world, ScmWorld):
+        return
+    immutable = {k for k, v in world.nodes.items() if v.immutable}
+    named = [("features.actionable", scenario.features.actionable)]
+    named += [
+        (f"populations.{p}.actionable", pop.actionable) for p, pop in scenario.populations.items()
+    ]
+    for path, names in named:
+        for i, f in enumerate(names or []):
+            if f in immutable:
+                fail(
+                    f"{path}.{i}",
+                    f"node {f!r} is immutable (world.nodes.{f}.immutable): "
+                    "no one can intervene on it",
+                )
 
 
 def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path) -> None:
@@ -234,6 +283,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
                 f"feature {sorted(both)[0]!r} is both increase_only and decrease_only",
             )
 
+    _check_scm_interventions(scenario, fail)
     persistent = (
         isinstance(world, FicoWorld)
         or world.people is not None

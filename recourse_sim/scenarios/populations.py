@@ -189,6 +189,14 @@ class IndividualPopulation(_Seekers):
     strategy: Literal["individual"]
     method: Literal["pgd", "wachter", "linear"] = "pgd"  # individual recourse method
     steps: PositiveInt = 20  # gradient steps (pgd, wachter)
+    # scm worlds: the recourse type, found by an exact search over a grid of actions
+    # (`recourse_sim.recourse.causal`): ce changes features directly, cr intervenes and
+    # the descendants follow, icr aims at the true outcome; None: `method` on the reports
+    recourse: Literal["ce", "cr", "icr"] | None = None
+    # the search's grid: changes of k steps, |k| <= search_steps, per actionable feature
+    # (a step is a quarter of the feature's standard deviation; for integer nodes rounded
+    # to a whole number, at least 1)
+    search_steps: Annotated[int, Field(ge=1, le=50)] = 8
 
 
 class GenrePopulation(_Seekers):

@@ -1,5 +1,5 @@
 """The ``world`` section: where people come from (school, FICO, a bundled dataset, any CSV
-file, Gaussian classes) and the outcome oracle of tabular worlds."""
+file, Gaussian classes, a structural causal model) and the outcome oracle of tabular worlds."""
 
 from __future__ import annotations
 
@@ -269,7 +269,93 @@ class GaussianWorld(_Model):
         return self
 
 
+class ScmNoise(_Model):
+    """A node's exogenous noise, ``mean + scale · Z`` (`recourse_sim.env.scm.Noise`)."""
+
+    # Z: standard normal, uniform on [-1, 1], standard Laplace, or B(trials, p) - trials·p
+    dist: Literal["normal", "uniform", "laplace", "binomial"] = "normal"
+    scale: NonNegative = 1.0  # multiplies Z (the node's units)
+    mean: float = 0.0  # added to scale · Z (the node's units)
+    trials: PositiveInt = 1  # binomial only: number of trials
+    p: Probability = 0.5  # binomial only: success probability of a trial
+
+
+class ScmNode(_Model):
+    """One node's structural equation (`recourse_sim.env.scm`): z combines the parents,
+    g is the link, the noise N enters by `noise_enters`."""
+
+    parents: list[str] = []  # the node's direct causes (other nodes' names)
+    coef: list[float] = []  # one coefficient per parent (combine: sum or product)
+    intercept: float = 0.0  # added to the combination of the parents
+    # z = intercept + Σ coef·parent (sum) or intercept + Π coef·parent (product)
+    combine: Literal["sum", "product"] = "sum"
+    # g: a fixed nonlinearity from a named list (identity, square, cube, tanh, ...)
+    link: Literal["identity", "square", "cube", "tanh", "sigmoid", "exp", "softplus"] = "identity"
+    # X = g(z) + N (add), g(z) · N (multiply) or g(z + N) (inside: g must be invertible)
+    noise_enters: Literal["add", "multiply", "inside"] = "add"
+    noise: ScmNoise = ScmNoise()  # the node's exogenous noise
+    immutable: bool = False  # no one can intervene on it (age, group membership)
+    integer: bool = False  # its values are whole numbers (the recourse search steps by 1)
+
+    @model_validator(mode="after")
+    def _coef_per_parent(self) -> ScmNode:
+        if len(self.coef) != len(self.parents):
+            raise ValueError(f"{len(self.coef)} coef for {len(self.parents)} parents")
+        if len(set(self.parents)) != len(self.parents):
+            raise ValueError("a parent is listed twice")
+        if self.noise_enters == "inside" and self.link == "square":
+            raise ValueError("noise_enters: inside needs an invertible link (not square)")
+        return self
+
+
+class ScmWorld(_Model):
+    """A structural causal model: a DAG over the features and the label, each node's
+    equation given here. Every person keeps their exogenous noise from round to round;
+    an intervention on a node moves its descendants through the equations with the
+    person's noise (`recourse_sim.env.scm`). The true outcome is favourable when the
+    label node reaches `label_threshold`."""
+
+    kind: Literal["scm"]
+    # node name -> structural equation, the features in this order (the label excluded)
+    nodes: dict[str, ScmNode]
+    label: str = "y"  # the node whose value is the true outcome (not a feature)
+    # favourable outcome: label >= this (median: the label's median in the population)
+    label_threshold: float | Literal["median"] = "median"
+    cohort_size: PositiveInt = 1000  # people drawn each round (or arriving first, with people)
+    history_size: PositiveInt = 2000  # people the first model is fit on
+    # T of recourse_valid_after_T: rounds after a recourse succeeded at which its validity
+    # is measured again (rounds)
+    validity_horizon: PositiveInt = 2
+    people: PeopleSpec | None = None  # people who stay and apply again (None: new each round)
+
+    @model_validator(mode="after")
+    def _a_dag(self) -> ScmWorld:
+        from recourse_sim.env.scm import find_cycle
+
+        if self.label not in self.nodes:
+            raise ValueError(f"label {self.label!r}: the node has no equation in nodes")
+        if len(self.nodes) < 2:
+            raise ValueError("nodes needs the label and at least one feature")
+        for name, node in self.nodes.items():
+            for parent in node.parents:
+                if parent not in self.nodes:
+                    raise ValueError(
+                        f"node {name!r}: unknown parent {parent!r} (a node without an "
+                        f"equation; nodes: {', '.join(self.nodes)})"
+                    )
+        cycle = find_cycle({k: v.parents for k, v in self.nodes.items()})
+        if cycle:
+            raise ValueError(f"node {cycle[0]!r} is on a cycle: {' <- '.join(cycle)}")
+        if self.nodes[self.label].immutable:
+            raise ValueError(f"node {self.label!r}: the label cannot be immutable (not a feature)")
+        return self
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(k for k in self.nodes if k != self.label)
+
+
 World = Annotated[
-    Union[SchoolWorld, FicoWorld, DatasetWorld, CsvWorld, GaussianWorld],  # noqa: UP007
+    Union[SchoolWorld, FicoWorld, DatasetWorld, CsvWorld, GaussianWorld, ScmWorld],  # noqa: UP007
     Field(discriminator="kind"),
 ]
