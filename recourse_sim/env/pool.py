@@ -2,9 +2,10 @@
 
 Every world keeps its people in a `Pool`. Each person has a stable integer id
 (``person``), assigned in order of arrival, and carries from round to round their true
-features, the reports they apply with, their outcome noise and effort quantile, the
-round they arrived, the round their current wait began and their failed recourse
-attempts. The rules (`PoolRules`) come from the world:
+features, the reports they apply with, their outcome noise and effort quantile (and
+in a causal world their exogenous noise, one value per node), the round they arrived,
+the round their current wait began and their failed recourse attempts. The rules
+(`PoolRules`) come from the world:
 
 * a world without ``people`` draws a fresh cohort: everyone leaves after their round
   and ``cohort_size`` newcomers arrive;

@@ -23,7 +23,13 @@ does not depend on anything but n), ending with one ``rng.random((2, n))`` for
 * dataset / CSV: ``integers(rows, size=n)`` (``population: file``: none, the rows in
   order);
 * Gaussian: ``standard_normal((n, d))`` (classes in a fixed order, then the query group);
-* FICO: ``choice(groups, size=n, p=shares)`` and one inverse-CDF draw per group.
+* FICO: ``choice(groups, size=n, p=shares)`` and one inverse-CDF draw per group;
+* causal (scm): one block of n noise values per node, in node order
+  (`recourse_sim.env.scm.StructuralCausalModel.sample`).
+
+A causal world's person also carries their exogenous noise (``Cohort.noise``); a change
+of their true features re-abducts the noise of the changed features
+(`World.noise_after`), the label's noise never changes.
 """
 
 from __future__ import annotations
