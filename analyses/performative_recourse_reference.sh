@@ -3,10 +3,10 @@
 # their repository gcskoenig/performative-recourse-experiments (commit 290169f), LAdd, a
 # decision tree, seed 40, their search settings (1,000 samples, DEAP population 25 over 25
 # generations, recourse threshold 0.9) but 40 rejected applicants instead of 5,000 (their
-# search takes about 2 s of CPU per applicant here: 215 s for the three runs), for CE, CR (individualised,
-# acceptance) and ICR (individualised, improvement); then their own post-processing
-# (scripts/run_visualization.py: process_folder, 10 refits) gives the acceptance of the
-# recourse implementers before and after the refit.
+# search takes about 2 s of CPU per applicant here: 215 s for the three runs), for CE, CR
+# (individualised, acceptance) and ICR (individualised, improvement); then their own
+# post-processing (scripts/run_visualization.py: process_folder, 10 refits) gives the
+# acceptance of the recourse implementers before and after the refit.
 #
 #   analyses/performative_recourse_reference.sh CHECKOUT PYTHON [OUT]
 #
