@@ -96,7 +96,7 @@ SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "NLMult": ("performative_nonlinear_multiplicative", ()),
     "LCubic": ("performative_linear_cubic", ()),
     # a model that can carve a band out of x2 (a tree can, a logistic regression cannot)
-    "NLAdd, MLP": ("performative_nonlinear_additive", MLP),
+    "NLAdd (MLP)": ("performative_nonlinear_additive", MLP),
 }
 METHODS = ("ce", "cr", "icr")
 MEASURES = ("acc_orig", "acc_refit", "valid_at_reapply", "valid_after_T", "improved_rate")
@@ -115,7 +115,7 @@ class Args:
     history: int = 10000
     """Draws the first model is fit on."""
     mlp_seeds: int = 5
-    """Seeds of the ``NLAdd, MLP`` setting (an MLP's refits cost more; 2,000 people)."""
+    """Seeds of the ``NLAdd (MLP)`` setting (an MLP's refits cost more; 2,000 people)."""
     out: Path = RESULTS
     """Folder the CSV, PNG and Markdown files go to."""
 
