@@ -354,8 +354,8 @@ def nladd_note(frame: pd.DataFrame) -> list[str]:
         "first model's cut in x2. A logistic regression, linear in x2, cannot carve that "
         f"band out: after the refit ce is still accepted ({after('NLAdd', 'ce')}; icr "
         f"{after('NLAdd', 'icr')}). A model that can, an MLP (as their decision tree), "
-        f"turns ce down after the refit ({after('NLAdd, MLP', 'ce')}) and keeps icr "
-        f"({after('NLAdd, MLP', 'icr')}): the paper's ordering.",
+        f"turns ce down after the refit ({after('NLAdd (MLP)', 'ce')}) and keeps icr "
+        f"({after('NLAdd (MLP)', 'icr')}): the paper's ordering.",
     ]
 
 
