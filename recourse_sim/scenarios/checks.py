@@ -180,7 +180,7 @@ def _check_scm_interventions(scenario: Scenario, fail) -> None:
             "move": pop.move != 1.0,
             "just_enough": pop.just_enough,
             "tolerance": pop.tolerance is not None,
-            "margin": pop.margin > 0,
+            "margin": not (isinstance(pop.margin, float | int) and pop.margin == 0),
         }
         for field, set_ in unsupported.items():
             if set_:
