@@ -333,9 +333,9 @@ def report(frame: pd.DataFrame, args: Args, wall: float, cpu: float) -> list[str
         "| cost | Σ (c_j δ_j)² | ‖c ⊙ δ‖₂ with the same c_j | the same ranking of actions |",
         "| applications (GPA, credit) | also run | not run | not bundled |",
         "",
-        "Statistics: scipy's Student-t intervals (`analyses/dynamics.py`: `mean_ci`); "
-        "the shared statistics helper `recourse_sim/stats.py` was not on main when this "
-        "was written.",
+        "Statistics: the tables' intervals come from the shared statistics helper "
+        "(`recourse_sim.stats`, through `analyses/dynamics.py`'s `mean_ci`); the figure's "
+        "bars and the ordering check use scipy's Student-t directly (the same formula).",
     ]
     return lines
 
