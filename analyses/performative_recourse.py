@@ -77,8 +77,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dynamics import mean_ci
 
 from recourse_sim.scenarios import load_scenario
-from recourse_sim.stats import t_half_width
 from recourse_sim.simulate import simulate
+from recourse_sim.stats import t_half_width
 
 torch.set_num_threads(1)  # one thread: the machine is shared
 
