@@ -89,6 +89,31 @@ DEFENSES = {
 }
 
 
+# Headline cells of the previous committed results, (arm, defense, column): text. School
+# runs moved when school_assignment's students (the individual seekers, in every arm)
+# began to aim a lognormal margin above the cut-off with capacity ties by lottery.
+PREVIOUS = {
+    "school_assignment": {
+        ("none", "none", "query success"): "+46.6 [+43.6, +49.6]",
+        ("none", "none", "accuracy"): "+60.7 [+60.0, +61.5]",
+        ("white_box", "none", "gain"): "+12.2 [+11.2, +13.3]",
+        ("black_box", "none", "gain"): "+12.2 [+11.2, +13.3]",
+        ("signal", "none", "gain"): "+9.0 [+7.5, +10.5]",
+        ("white_box", "trim", "gain"): "+6.0 [+4.7, +7.4]",
+        ("white_box", "none", "mean cost"): "+70.6 [+67.9, +73.2]",
+    },
+}
+MOVED_WHY = {
+    "school_assignment": "the scenario's students (the individual seekers, present in every "
+    "arm) aim a per-person lognormal margin (median 0.05) above the capacity cut-off and "
+    "ties go by lottery (`decision.ties: random`); before, every seeker aimed exactly at the "
+    "cut-off and the tie went to the earlier arrival, so almost no seeker was admitted. "
+    "Seekers who are now admitted change who is admitted, hence the training rows and the "
+    "model each round, in every cell: the no-collective baseline moves, and with it every "
+    "paired gain. Nothing about the collectives or the defenses changed.",
+}
+
+
 _ENVS: dict[tuple, RecourseEnv] = {}
 
 
@@ -145,7 +170,7 @@ def _ci_low(values) -> float:
     return ci.mean - ci.half_width if ci.n > 1 else -np.inf
 
 
-def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
+def _markdown(table: pd.DataFrame, args, seconds: float, load: str, cpu: str) -> str:
     lines = [
         "# Arms race: white-box OAR, black-box OAR and planted signals against defenses",
         "",
@@ -176,6 +201,7 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
             "| accuracy | accuracy vs undefended (paired) | mean cost |",
             "|---|---|---|---|---|---|---|",
         ]
+        cells = {}  # (arm, defense, column): text, for what moved
         for arm, defense in itertools.product(ARMS, DEFENSES):
             if (arm, defense) not in wide["query_success"]:
                 continue
@@ -183,9 +209,11 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
             a = wide["accuracy"][(arm, defense)]
             gain = mean_ci(q - wide["query_success"][("none", defense)])
             acc_vs = mean_ci(a - wide["accuracy"][(arm, "none")])
+            cost = mean_ci(wide["cost"][(arm, defense)])
+            row = {"query success": mean_ci(q), "gain": gain, "accuracy": mean_ci(a)}
+            cells |= {(arm, defense, c): v for c, v in {**row, "mean cost": cost}.items()}
             lines.append(
-                f"| {arm} | {defense} | {mean_ci(q)} | {gain} | {mean_ci(a)} | {acc_vs} | "
-                f"{mean_ci(wide['cost'][(arm, defense)])} |"
+                f"| {arm} | {defense} | {mean_ci(q)} | {gain} | {mean_ci(a)} | {acc_vs} | {cost} |"
             )
         wb = wide["query_success"]
         kept, gains = [], []
@@ -209,6 +237,18 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
             + ". The defense's cost is the `accuracy vs undefended` cell of the `none` arm.",
             "",
         ]
+        if scenario in PREVIOUS:
+            lines += [
+                f"What moved since the previous results: {MOVED_WHY[scenario]}",
+                "",
+                "| arm | defense | column | previous | now |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {arm} | {defense} | {column} | {old} | {cells.get((arm, defense, column))} |"
+                for (arm, defense, column), old in PREVIOUS[scenario].items()
+            ]
+            lines.append("")
     lines += [
         "| Deviation | Why |",
         "|---|---|",
@@ -220,13 +260,21 @@ def _markdown(table: pd.DataFrame, args, seconds: float, load: str) -> str:
         "| black-box collective knows the round's training rows | as white-box OAR does; "
         "only the model is hidden (agents/blackbox.py) |",
         "",
-        f"Time: {seconds:.0f} s for {len(table)} runs, one torch thread, run under "
+        f"Time: {seconds:.0f} s for {len(table)} runs ({cpu}), one torch thread, run under "
         f"`nice -n 10` on a shared machine (load averages before each scenario's grid: "
         f"{load}); the scenarios' grids ran as separate processes "
         "(`--scenarios NAME`, then `--report`).",
         "",
     ]
     return "\n".join(lines)
+
+
+def _grid_time(part: pd.DataFrame) -> str:
+    """'scenario: wall s, CPU s' of one scenario's grid (rows from before CPU was kept: wall)."""
+    text = f"{part['scenario'].iloc[0]}: {part['seconds'].iloc[0]:.0f} s"
+    if "cpu_seconds" in part:
+        text += f", CPU {part['cpu_seconds'].iloc[0]:.0f} s"
+    return text
 
 
 def _plot(table: pd.DataFrame, path: Path) -> None:
@@ -278,7 +326,7 @@ def main() -> None:
     if not args.report:
         for scenario in args.scenarios:
             rows = []
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for arm, defense, seed in itertools.product(ARMS, DEFENSES, args.seeds):
                 t0 = time.perf_counter()
                 res = run(scenario, arm, defense, seed, args.rounds, args.burn_in)
@@ -290,6 +338,7 @@ def main() -> None:
                 )
             table = pd.DataFrame(rows)
             table["seconds"] = time.perf_counter() - start  # the scenario's whole grid
+            table["cpu_seconds"] = time.process_time() - cpu_start
             table["load_before"] = load
             table.to_csv(out / f"arms_race_{scenario}.csv", index=False, float_format="%.6g")
     if args.report or len(args.scenarios) == len(WORLDS):
@@ -298,11 +347,12 @@ def main() -> None:
         table = pd.concat(parts, ignore_index=True)
         seconds = float(sum(p["seconds"].iloc[0] for p in parts))
         loads = "; ".join(f"{p['scenario'].iloc[0]}: {p['load_before'].iloc[0]}" for p in parts)
-        table.drop(columns=["seconds", "load_before"]).to_csv(
+        cpu = "; ".join(_grid_time(p) for p in parts)
+        table.drop(columns=["seconds", "cpu_seconds", "load_before"], errors="ignore").to_csv(
             out / "arms_race.csv", index=False, float_format="%.6g"
         )
         _plot(table, out / "arms_race.png")
-        (out / "arms_race.md").write_text(_markdown(table, args, seconds, loads))
+        (out / "arms_race.md").write_text(_markdown(table, args, seconds, loads, cpu))
         print(f"{len(table)} runs in {seconds:.0f} s")
 
 

@@ -68,6 +68,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import resource
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -260,6 +261,14 @@ def initial_group_stats(scenario: Scenario, rounds: int, seed: int) -> pd.DataFr
         rows.append({"round": 0, "group": name, **{k: float(v[g]) for k, (v, _) in stats.items()}})
     rows.append({"round": 0, "group": "all", **{k: float(o) for k, (_, o) in stats.items()}})
     return pd.DataFrame(rows)
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its worker processes that ended."""
+    own, workers = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
 
 def run_all(jobs: list[Job], workers: int) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
@@ -874,6 +883,7 @@ def run(args: Args) -> dict[str, pd.DataFrame]:
     report += [f"- {part}: {seconds:.1f} s" for part, seconds in timing.parts.items()]
     report += [
         f"- total: {total:.1f} s ({args.workers} worker process(es) on a shared 2-core machine)",
+        f"- CPU: {cpu_seconds():.1f} s (this process and its finished worker processes)",
         "",
     ]
     (args.out / "dynamics.md").write_text("\n".join(report), encoding="utf-8")
@@ -883,17 +893,20 @@ def run(args: Args) -> dict[str, pd.DataFrame]:
 
 PREVIOUS = {
     "school: collective − none, rounds 11-20 (pp)": "10.8 ± 0.7",
-    "school: both − individual, rounds 11-20 (pp)": "8.0 ± 0.6",
-    "school: individual − none, query acceptance, last rounds (pp)": "4.9 ± 0.6",
-    "school: mean cost of a seeker, arm individual, last rounds": "1.000 ± 0.000",
+    "school: both − individual, rounds 11-20 (pp)": "12.6 ± 0.8",
+    "school: individual − none, query acceptance, last rounds (pp)": "1.6 ± 0.3",
+    "school: mean cost of a seeker, arm individual, last rounds": "0.348 ± 0.005",
     "school: model accuracy, arm none, last rounds (%)": "60.6 ± 0.3",
-    "lending_fico: mean cost of a seeker, arm individual, last rounds": "0.200 ± 0.000",
+    "school: recourse success of a seeker, arm individual, last rounds (%)": "0.3 ± 0.0",
+    "school: individual − none, N2 H1 rate, last rounds (pp)": "0.3 ± 0.1",
+    "lending_fico: mean cost of a seeker, arm individual, last rounds": "0.000 ± 0.000",
     "lending_fico: acceptance, collective − none, black, last rounds (pp)": "-0.0 ± 0.1",
-    "lending_fico: Δμ genre − individual, white (points)": "0.0 ± 2.6",
+    "lending_fico: Δμ genre − individual, white (points)": "-0.2 ± 1.2",
 }
 """Headline numbers of the previous committed results (mean ± sd over the seeds), from
-before seekers took the cheapest sufficient recourse (objective ``min_cost``) and before
-PGD's steps were normalised over the features that can move."""
+before school_assignment's seekers aimed a per-person margin above the cut-off with
+capacity ties by lottery (they aimed exactly at the cut-off, ties going to the earlier
+arrival) and before ``auc`` took scores within 1e-9 of each other as tied."""
 
 
 def changes_report(tables: dict[str, pd.DataFrame], args: Args) -> list[str]:
@@ -919,6 +932,14 @@ def changes_report(tables: dict[str, pd.DataFrame], args: Args) -> list[str]:
         wide = per_seed_mean(school, "all", "mean_cost", last)
         now["school: mean cost of a seeker, arm individual, last rounds"] = mean_sd(
             wide["individual"], digits=3
+        )
+        wide = per_seed_mean(school, "all", "recourse_success_rate", last)
+        now["school: recourse success of a seeker, arm individual, last rounds (%)"] = mean_sd(
+            wide["individual"], 100
+        )
+        wide = per_seed_mean(school, "N2", "acceptance_rate", last)
+        now["school: individual − none, N2 H1 rate, last rounds (pp)"] = mean_sd(
+            wide["individual"] - wide["none"], 100
         )
     lending = tables.get("dynamics_lending_fico")
     if lending is not None:
@@ -949,22 +970,34 @@ def changes_report(tables: dict[str, pd.DataFrame], args: Args) -> list[str]:
         "|---|---|---|",
     ]
     lines += [f"| {key} | {old} | {now.get(key, 'not run')} |" for key, old in PREVIOUS.items()]
+    lending_moved = [
+        key
+        for key, old in PREVIOUS.items()
+        if key.startswith("lending_fico") and key in now and now[key] != old
+    ]
+    lending_note = (
+        f"its headline numbers moved ({'; '.join(lending_moved)}): the school's defaults do "
+        "not reach it, so other changes to the code since the previous results did"
+        if lending_moved
+        else "its headline numbers are unchanged: the school's defaults do not reach it"
+    )
     lines += [
         "",
-        "- Seekers now take the cheapest recourse that gets the decision (`objective: "
-        "min_cost`, the default). At the school's capacity rule that is the round's cut-off "
-        "score, and a seeker who reaches it ties with the last admitted student, the tie "
-        "going to the earlier applicant: a seeker now spends about a third of the budget "
-        "and individual recourse gains the query group far less than when every seeker "
-        "spent the whole budget and overtook the students near the cut-off (see the "
-        "table). Collective − none is unchanged: the collective moves the model, not the "
-        "seekers. Both − individual rises because the collective's gain no longer "
-        "overlaps with seekers who overshot the cut-off.",
-        "- In lending, a seeker spends what reaching the 0.8 threshold costs, not ε: "
-        "`mean_cost` falls below the budget (0.2); recourse success is unchanged in kind.",
-        "- PGD steps along the gradient restricted to the features that can move "
-        "(immutable ones, and those a monotone bound blocks), normalised over them: "
-        "before, every step was shorter by the blocked share of the gradient.",
+        "- School seekers now aim a per-person margin above the cut-off (lognormal, median "
+        "0.05 in P(H1)) and capacity ties go by lottery (`decision.ties: random`); before, "
+        "every seeker aimed exactly at the cut-off, tied with the last admitted student and "
+        "lost the tie to the earlier arrival. Seekers now get H1 (recourse success in the "
+        "table) at a slightly higher cost, and individual recourse moves more places from N1 "
+        "to N2. H1's places are fixed, though: every seeker who now overtakes the cut-off "
+        "takes the place of a student just above it, and the query group S (high-achieving "
+        "N2 students, about one seeker in nine) loses some of those places, so individual − "
+        "none for S falls. Both − individual falls to about collective − none: with no "
+        "seekers piled on the cut-off, the collective's gain for S hardly depends on whether "
+        "seekers act. Collective − none and the no-recourse arm are unchanged: neither has "
+        "seekers.",
+        "- `auc` takes scores within 1e-9 of each other (the capacity rule's grid) as tied; "
+        "without a pile of seekers on one score this barely changes it.",
+        f"- lending_fico: {lending_note}.",
         f"- ({collective_note}.)",
     ]
     return lines
