@@ -275,7 +275,10 @@ def _markdown(
         "and the tie went to the earlier arrival, so almost no seeker was admitted. Seekers "
         "who are now admitted change who is admitted, hence the training rows and the model "
         "each round, in every arm: the no-collective baseline moves, and with it every gain "
-        "and share. Nothing about the collectives or the learners changed.",
+        "and share. Black-box OAR changed too: a correct belief now includes the learner's "
+        "input scaling (the surrogate shares the learner's standardisation instead of fitting "
+        "its own to the probes), which moves every black-box row; the learners and white-box "
+        "OAR are unchanged.",
         "",
         "| learner | arm | column | previous | now |",
         "|---|---|---|---|---|",
