@@ -114,8 +114,9 @@ MOVED_WHY = {
     "rows and the model each round, in every cell: the no-collective baseline moves, and "
     "with it every paired gain. Black-box OAR also changed: a correct belief now includes "
     "the learner's input scaling (the surrogate shares the learner's standardisation "
-    "instead of fitting its own to the probes; before, its cells differed from white-box "
-    "OAR's by up to 0.6 pp of query success in a run). The defenses are unchanged. "
+    "instead of fitting its own to the probes): against this window-refit learner its cells "
+    "now equal white-box OAR's (before, they differed by up to 0.6 pp of query success in a "
+    "run). The defenses are unchanged. "
     "lending_german's grid was not re-run: its rows predate these changes.",
 }
 
