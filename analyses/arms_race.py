@@ -108,14 +108,16 @@ MOVED_WHY = {
     "arm) aim a per-person lognormal margin (median 0.05) above the capacity cut-off and "
     "ties go by lottery (`decision.ties: random`); before, every seeker aimed exactly at the "
     "cut-off and the tie went to the earlier arrival, so almost no seeker was admitted. "
-    "Seekers who are now admitted change who is admitted, hence the training rows and the "
-    "model each round, in every cell: the no-collective baseline moves, and with it every "
-    "paired gain. Black-box OAR changed too: a correct belief now includes the learner's "
-    "input scaling (the surrogate shares the learner's standardisation instead of fitting "
-    "its own to the probes), so against this window-refit learner its cells equal white-box "
-    "OAR's (before, they differed by up to 0.6 pp of query success in a run). The planted "
-    "signal and the defenses are unchanged. lending_german's grid was not re-run: its rows "
-    "predate both changes.",
+    "Extracurricular activities are also whole numbers now (integer, step 1): a seeker's "
+    "cheapest recourse is the exact typed optimum and the collectives' reports are whole "
+    "activities. Seekers who are now admitted change who is admitted, hence the training "
+    "rows and the model each round, in every cell: the no-collective baseline moves, and "
+    "with it every paired gain. Black-box OAR also changed: a correct belief now includes "
+    "the learner's input scaling (the surrogate shares the learner's standardisation "
+    "instead of fitting its own to the probes): against this window-refit learner its cells "
+    "now equal white-box OAR's (before, they differed by up to 0.6 pp of query success in a "
+    "run). The defenses are unchanged. "
+    "lending_german's grid was not re-run: its rows predate these changes.",
 }
 
 

@@ -906,7 +906,8 @@ PREVIOUS = {
 """Headline numbers of the previous committed results (mean ± sd over the seeds), from
 before school_assignment's seekers aimed a per-person margin above the cut-off with
 capacity ties by lottery (they aimed exactly at the cut-off, ties going to the earlier
-arrival) and before ``auc`` took scores within 1e-9 of each other as tied."""
+arrival), before its extracurricular activities were whole numbers, and before ``auc``
+took scores within 1e-9 of each other as tied."""
 
 
 def changes_report(tables: dict[str, pd.DataFrame], args: Args) -> list[str]:
@@ -986,15 +987,15 @@ def changes_report(tables: dict[str, pd.DataFrame], args: Args) -> list[str]:
         "- School seekers now aim a per-person margin above the cut-off (lognormal, median "
         "0.05 in P(H1)) and capacity ties go by lottery (`decision.ties: random`); before, "
         "every seeker aimed exactly at the cut-off, tied with the last admitted student and "
-        "lost the tie to the earlier arrival. Seekers now get H1 (recourse success in the "
-        "table) at a slightly higher cost, and individual recourse moves more places from N1 "
-        "to N2. H1's places are fixed, though: every seeker who now overtakes the cut-off "
-        "takes the place of a student just above it, and the query group S (high-achieving "
-        "N2 students, about one seeker in nine) loses some of those places, so individual − "
-        "none for S falls. Both − individual falls to about collective − none: with no "
-        "seekers piled on the cut-off, the collective's gain for S hardly depends on whether "
-        "seekers act. Collective − none and the no-recourse arm are unchanged: neither has "
-        "seekers.",
+        "lost the tie to the earlier arrival, so almost none got H1 (recourse success in the "
+        "table). Extracurricular activities are also whole numbers now (integer, step 1): a "
+        "seeker's cheapest recourse is the exact typed optimum, so a seeker who cannot "
+        "afford one more activity does not move and one who can overshoots the aim, and the "
+        "collective's reports are whole activities. H1's places are fixed: every seeker who "
+        "now overtakes the cut-off takes the place of a student just above it, in S or not, "
+        "so S's gain from individual recourse is the balance of the S seekers admitted and "
+        "the S students displaced. The none arm has neither seekers nor a collective; the "
+        "collective arm can move only through the collective's whole reports.",
         "- `auc` takes scores within 1e-9 of each other (the capacity rule's grid) as tied; "
         "without a pile of seekers on one score this barely changes it.",
         f"- lending_fico: {lending_note}.",

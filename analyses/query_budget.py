@@ -275,10 +275,12 @@ def _markdown(
         "and the tie went to the earlier arrival, so almost no seeker was admitted. Seekers "
         "who are now admitted change who is admitted, hence the training rows and the model "
         "each round, in every arm: the no-collective baseline moves, and with it every gain "
-        "and share. Black-box OAR changed too: a correct belief now includes the learner's "
-        "input scaling (the surrogate shares the learner's standardisation instead of fitting "
-        "its own to the probes), which moves every black-box row; the learners and white-box "
-        "OAR are unchanged.",
+        "and share. Extracurricular activities are also whole numbers now (integer, step 1): "
+        "a seeker's cheapest recourse is the exact typed optimum and the collective's reports "
+        "are whole activities. Black-box OAR also changed: a correct belief now includes the "
+        "learner's input scaling (the surrogate shares the learner's standardisation instead "
+        "of fitting its own to the probes), which moves every black-box row. The learners are "
+        "unchanged.",
         "",
         "| learner | arm | column | previous | now |",
         "|---|---|---|---|---|",
