@@ -307,10 +307,11 @@ def _run_until(out: Path, argv: list[str], rounds_on_disk: int) -> subprocess.Po
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_is_one_line_and_resume_is_byte_identical(tmp_path, signum):
     path = _gaussian(tmp_path)
-    text = path.read_text().replace("class_sizes: [20, 20]", "class_sizes: [400, 400]")
+    # rounds long enough (about 0.15 s) that the signal lands mid-run
+    text = path.read_text().replace("class_sizes: [20, 20]", "class_sizes: [100, 100]")
     path.write_text(text)
     reference = tmp_path / "reference"
-    argv = ["run", str(path), "--rounds", "300", "-q"]
+    argv = ["run", str(path), "--rounds", "40", "-q"]
     assert _cli(*argv, "--out", str(reference), timeout=600).returncode == 0
     out = tmp_path / "run"
     proc = _run_until(out, [*argv, "--out", str(out)], 3)
