@@ -30,6 +30,8 @@ def test_tiny_run_writes_every_key(bench_script, tmp_path):
             assert "dice-ml" in result["individual_speedup_vs_dice_reason"]
         elif key == "scaling_exponent":  # a slope of noisy toy timings: any sign
             assert isinstance(result[key], float) and math.isfinite(result[key]), key
+        elif key == "mixed_min_cost_gap_vs_milp":  # a gap to an exact optimum: 0 when exact
+            assert isinstance(result[key], float) and 0 <= result[key] < 1e-6, key
         else:
             assert isinstance(result[key], float) and result[key] > 0, key
     assert result["hypergrad_rel_err"] < 1e-3
