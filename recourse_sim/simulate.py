@@ -480,17 +480,8 @@ def _bounds_note(actions) -> str | None:
 
 
 def feature_types(env: Any) -> list[str]:
-    """Each feature's type: the action set's (``types_``) where it has them, else the
-    data's (a CSV's column types, ``numeric`` shown as ``continuous``), else
-    ``continuous``."""
-    actions = env.action_set
-    typed = getattr(actions, "types_", None)
-    if typed is not None:
-        return [str(t) for t in typed]
-    read = getattr(getattr(env.world, "data", None), "column_types", ())
-    if len(read) == actions.n_features:
-        return ["continuous" if t == "numeric" else str(t) for t in read]
-    return ["continuous"] * actions.n_features
+    """Each feature's type, as the action set holds it (``types_``)."""
+    return [str(t) for t in env.action_set.types_]
 
 
 def unit_costs(actions: Any, types: Sequence[str]) -> np.ndarray:
@@ -499,11 +490,11 @@ def unit_costs(actions: Any, types: Sequence[str]) -> np.ndarray:
     or categorical one (a level), and for a continuous one `CONTINUOUS_UNIT` of its range
     (inf where the range is unbounded). A change of one feature costs weight × size
     under every norm p."""
-    step = getattr(actions, "step_", None)
+    step = actions.step_
     size = np.empty(actions.n_features)
     for j, kind in enumerate(types):
         if kind == "integer":
-            size[j] = step[j] if step is not None and step[j] > 0 else 1.0
+            size[j] = step[j] if step[j] > 0 else 1.0
         elif kind in ("binary", "ordinal", "categorical"):
             size[j] = 1.0
         else:

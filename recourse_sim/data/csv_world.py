@@ -43,9 +43,6 @@ class TabularData:
     # all continuous), and the allowed values of ordinal / categorical ones by name
     feature_types: tuple[str, ...] = ()
     levels: dict = field(default_factory=dict, repr=False)
-    # each feature column's type as read (CSV worlds: numeric, integer, binary; empty:
-    # not known)
-    column_types: tuple[str, ...] = ()
 
 
 def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
@@ -210,7 +207,6 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
         class_values=class_values,
         feature_types=kinds,
         levels=levels,
-        column_types=tuple(columns.values()),
     )
 
 
