@@ -195,21 +195,24 @@ def measure(learner, X: np.ndarray, typed: ActionSet, relaxed: ActionSet, args: 
     return rows
 
 
+MEASURES = (
+    "relaxed_breaks_types",
+    "success_relaxed",
+    "success_typed",
+    "extra_cost_mean",
+    "extra_cost_max",
+    "extra_loss_mean",
+    "success_exact",
+    "repair_vs_exact_mean",
+    "repair_vs_exact_max",
+)
+"""The measured columns, in the report's order."""
+
+
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Mean over seeds and, for the MLP, the 95 % interval's half-width."""
     keys = ["model", "action_set", "p", "method", "objective"]
-    values = [
-        "relaxed_breaks_types",
-        "success_relaxed",
-        "success_typed",
-        "extra_cost_mean",
-        "extra_cost_max",
-        "extra_loss_mean",
-        "success_exact",
-        "repair_vs_exact_mean",
-        "repair_vs_exact_max",
-    ]
-    grouped = df.groupby(keys, sort=False)[values]
+    grouped = df.groupby(keys, sort=False)[list(MEASURES)]
     mean = grouped.mean()
     n = grouped.count().max(axis=1)
     half = t_half_width(grouped.std(), n)
@@ -237,20 +240,9 @@ def markdown(table: pd.DataFrame, wall: float, cpu: float, args: Args) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, row in table.iterrows():
-        cols = [
-            "relaxed_breaks_types",
-            "success_relaxed",
-            "success_typed",
-            "extra_cost_mean",
-            "extra_cost_max",
-            "extra_loss_mean",
-            "success_exact",
-            "repair_vs_exact_mean",
-            "repair_vs_exact_max",
-        ]
         lines.append(
             f"| {row['model']} | {row['action_set']} | {row['p']:g} | {row['method']} | "
-            f"{row['objective']} | " + " | ".join(cell(row, c) for c in cols) + " |"
+            f"{row['objective']} | " + " | ".join(cell(row, c) for c in MEASURES) + " |"
         )
     return "\n".join(lines) + "\n"
 
