@@ -11,15 +11,15 @@ Here the loop is the bundled scenario ``performative_credit`` (no Python): Germa
 (bundled; Perdomo et al. used Kaggle's GiveMeSomeCredit, which is not), standardised
 once, as a CSV world with ``population: file``; ``strategy: best_response`` with the
 strategic features duration, credit_amount and number_of_existing_credits; L2 logistic
-regression with C = 1 (their λ = 1/n), no standardisation by the learner, an
-unpenalised intercept. RRM is ``update_rule: window`` with ``window: 1`` (refit on the
-last round only); RGD is ``update_rule: sgd`` with ``epochs: 1`` and Perdomo et al.'s
-step size η = 2 / (L + 2λ), L = Σ‖zᵢ‖² / (4n) of the file's design rows. Each seed's
-population is a random 80 % of the file's rows (without replacement; the file itself
-is deterministic), so the intervals are over which people make up the population. Each
-setting runs unbounded (the scenario) and bounded (features.lower/upper at the file's
-minimum and maximum of each strategic feature, the bounds a tabular world used to
-impose by default).
+regression with C = 1 (their λ = 1/n), no standardisation by the learner, an unpenalised
+intercept. RRM is ``update_rule: refit`` (on a file population, a refit on everyone's
+latest report: the last round); RGD is ``update_rule: sgd`` with ``epochs: 1`` and
+Perdomo et al.'s step size η = 2 / (L + 2λ), L = Σ‖zᵢ‖² / (4n) of the file's design
+rows. Each seed's population is a random 80 % of the file's rows (without replacement;
+the file itself is deterministic), so the intervals are over which people make up the
+population. Each setting runs unbounded (the scenario) and bounded (features.lower/upper
+at the file's minimum and maximum of each strategic feature, the bounds a tabular world
+used to impose by default).
 
 The exact algebra: with an unpenalised intercept b, features used as they are and a
 shift of every row by the same vector ε θ_S (θ: the favourable class's log-odds
@@ -325,7 +325,8 @@ def report(
         "",
         "The loop is the bundled scenario `performative_credit` (CSV world with "
         "`population: file`, `strategy: best_response`, logistic regression without "
-        "standardisation, RRM as `update_rule: window`, `window: 1`); RGD is the same "
+        "standardisation, RRM as `update_rule: refit`: on a file population, the last round's "
+        "reports); RGD is the same "
         f"scenario with `update_rule: sgd`, `epochs: 1`, `lr: {exact['eta']:.4f}` (Perdomo "
         "et al.'s 2 / (L + 2λ) on the file's rows).",
         "",

@@ -512,8 +512,7 @@ def world_warnings(env: Any) -> list[str]:
 
     world, spec, out = env.world, env.scenario.world, []
     data = getattr(world, "data", None)
-    people = getattr(spec, "people", None)
-    if data is not None and getattr(people, "population", None) != "file":
+    if data is not None and getattr(spec, "population", "sample") != "file":
         rows = len(data.y)
         for name in ("cohort_size", "history_size"):
             size = getattr(spec, name, None)

@@ -415,10 +415,13 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 action_set=self.action_set.replace(epsilon=self._recourse_budget()),
                 recourse_goal=self.scenario.query.goal,
             )
+        update_rule, window = spec.update_rule, spec.window
+        if update_rule == "refit" and self.world.fixed_population:
+            # the file's rows are people, each reporting every round: every row seen is
+            # each person's latest report, so a refit trains on the last round (RRM)
+            update_rule, window = "window", 1
         try:
-            return make_learner(
-                spec.type, update_rule=spec.update_rule, window=spec.window, **params
-            )
+            return make_learner(spec.type, update_rule=update_rule, window=window, **params)
         except ConfigError as exc:
             raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
 

@@ -36,7 +36,8 @@ class LearnerSpec(_Model):
     """The deployed model (`recourse_sim.learners.make_learner`) and its update rule."""
 
     type: str = "logistic_regression"  # learner name (see recourse_sim.learners.LEARNERS)
-    # online update rule (frozen: the first model is never updated)
+    # online update rule (frozen: the first model is never updated; refit on a world with
+    # population: file trains on each person's latest report, the last round)
     update_rule: Literal["refit", "window", "sgd", "frozen"] = "window"
     window: PositiveInt | None = 1  # rounds remembered by the window rule (None otherwise)
     # features standardised once, on the first model's data (None: yes, if the learner can)

@@ -86,11 +86,16 @@ def test_bundled_scenario_theta_step_is_at_the_fixed_point_after_round_one(epsil
     assert (rows.theta_step[1:] <= 1e-8).all()
 
 
-def test_refit_on_every_row_is_not_rrm():
-    """``update_rule: refit`` trains on every row seen (the unshifted file included): a
-    growing mixture, so its θ keeps moving after round 1. RRM is ``window: 1``."""
-    sc = load_scenario(SCENARIO, ["learner.update_rule=refit"])
-    steps = _all_rows(simulate(sc, rounds=4, seed=0)).theta_step.to_numpy()
+def test_refit_on_a_file_population_is_rrm():
+    """With ``population: file`` every row seen is a person's latest report, so
+    ``update_rule: refit`` is the refit on the last round: the same models, bit for bit,
+    as ``window: 1``. A longer window trains on a growing mixture of responses to
+    different models, and its θ keeps moving after round 1."""
+    refit = _all_rows(simulate(load_scenario(SCENARIO), rounds=4, seed=0))
+    one = load_scenario(SCENARIO, ["learner.update_rule=window", "learner.window=1"])
+    pd.testing.assert_frame_equal(refit, _all_rows(simulate(one, rounds=4, seed=0)))
+    many = load_scenario(SCENARIO, ["learner.update_rule=window", "learner.window=25"])
+    steps = _all_rows(simulate(many, rounds=4, seed=0)).theta_step.to_numpy()
     assert (steps[1:] > 1e-4).all()
 
 
