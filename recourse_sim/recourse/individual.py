@@ -115,13 +115,13 @@ def individual_recourse(
         lam=lam,
         solver=solver,
     )
-    Xt, goal_t, delta_t = torch.from_numpy(X_np), torch.from_numpy(goal_np), torch.from_numpy(delta)
-    with torch.no_grad():
-        loss = goal_loss(learner, state, Xt + delta_t, goal_t)
+    with torch.no_grad():  # one evaluation at x + δ for both the loss and the decision
+        proba = learner.proba_fn(state, torch.from_numpy(X_np + delta)).numpy()
+    p_goal = proba[np.arange(len(X_np)), goal_np]
     return RecourseResult(
         delta=delta,
-        loss=loss.numpy(),
-        success=_decided(learner, state, X_np + delta, goal_np, need, margin),
+        loss=-np.log(np.maximum(p_goal, 1e-300)),
+        success=_holds(proba, goal_np, need, margin),
         cost=np.asarray(action_set.cost(delta)),
     )
 
@@ -189,7 +189,12 @@ def _decided(learner, state, X: np.ndarray, goal: np.ndarray, need, margin) -> n
     """Whether the goal decision holds at each row of X (see `individual_recourse`)."""
     with torch.no_grad():
         proba = learner.proba_fn(state, torch.from_numpy(X)).numpy()
-    rows = np.arange(len(X))
+    return _holds(proba, goal, need, margin)
+
+
+def _holds(proba: np.ndarray, goal: np.ndarray, need, margin) -> np.ndarray:
+    """Whether the goal decision holds for class probabilities `proba` (n, k)."""
+    rows = np.arange(len(proba))
     p_goal = proba[rows, goal]
     if need is not None:
         return p_goal >= need

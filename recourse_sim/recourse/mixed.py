@@ -16,10 +16,11 @@ largest allowed gain). The other rows are solved exactly, all rows at once:
 * p = 1 and p = 2: branch and bound over boxes (`_branch_and_bound`); a box's bound is
   its continuous optimum, in closed form for boxes that need not hold 0 (`_box_optimum`:
   a knapsack from the box's point nearest 0 for p = 1, the KKT path's sorted
-  breakpoints for p = 2); a box splits on a discrete feature off its grid or levels
-  (below / above) or on a one-hot group off its levels (one child per switch, one that
-  stays). Boxes whose bound is within 1e-12 (relative) of the row's best answer are
-  dropped, so the answer is optimal to that tolerance.
+  breakpoints for p = 2); a box splits on a one-hot group off its levels (one child
+  per switch, one that stays) or else on a discrete feature off its grid or levels
+  (below / above). Boxes whose bound is within 1e-12 (relative) of the row's best
+  answer are dropped, so the answer is optimal to that tolerance. With p = 1 and a few
+  rows, each row is searched alone on Python floats, best first (`_best_first`).
 * p = ∞: bisection on the cost t (`_cost_bisection`): the largest gain of moves each
   costing ≤ t is separable over features, non-decreasing in t, and the least t at which
   it reaches the gap is the optimum; the discrete moves there are kept and the
@@ -31,7 +32,9 @@ mixed-integer program solved by HiGHS (`scipy.optimize.milp`) and against brute 
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+from operator import mul
 
 import numpy as np
 
@@ -39,6 +42,9 @@ from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.individual import cheapest_box_recourse
 
 _TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
+# p = 1 with at most this many rows to search: one row at a time on Python floats
+# (`_best_first`), as numpy's per-call overhead dominates the batched search of a few rows
+_ONE_BY_ONE = 4
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,8 @@ def mixed_cheapest_recourse(
     types = feature_types(action_set)
     units = _units(types, X, c, lo, hi)
     rlo, rhi = _relaxed_box(types, units, lo, hi)
+    if p == 1 and len(X) <= _ONE_BY_ONE:
+        return _one_by_one(c, gap, X, rlo, rhi, w, types, units)
     delta, _ = cheapest_box_recourse(c, gap, rlo, rhi, w, p)
     # integer and continuous features move only in their gaining direction
     reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
@@ -122,6 +130,21 @@ def mixed_cheapest_recourse(
     return MixedResult(delta, reachable, cost, len(todo))
 
 
+def _one_by_one(c, gap, X, rlo, rhi, w, types: _Types, units: list[_Unit]) -> MixedResult:
+    """p = 1 on a few rows: `_best_first` row by row (its root is the relaxation, and an
+    empty search means no typed move reaches the gap)."""
+    delta, reachable, searched = np.zeros_like(X), gap <= 0, 0
+    for i in np.flatnonzero(gap > 0):
+        found, split = _best_first(
+            c[i], gap[i], X[i], rlo[i], rhi[i], w, types, [u.rows([i]) for u in units]
+        )
+        searched += split
+        if found is not None:
+            delta[i], reachable[i] = found, True
+    cost = np.where(reachable, _norm(w * delta, 1), np.inf)
+    return MixedResult(delta, reachable, cost, searched)
+
+
 def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.ndarray):
     """Each row's largest c·δ over the typed moves in the box."""
     span = reach.copy()
@@ -138,9 +161,9 @@ def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]
     """p ∈ {1, 2}: branch and bound, all rows' open nodes at once. A node is a box
     [lo, hi] on δ whose discrete features' ends are allowed moves; its bound is the
     box's continuous optimum, in closed form (`_box_optimum`). A node whose optimum
-    respects the types is a candidate; else it splits on the first discrete feature off
-    its grid (below / above its value) or, that failing, the first one-hot group not at
-    a level (one child per useful switch and one that stays). Nodes whose bound is not
+    respects the types is a candidate; else it splits on the first one-hot group not at
+    a level (one child per useful switch and one that stays) or, that failing, the first
+    discrete feature off its grid (below / above its value). Nodes whose bound is not
     below the row's best candidate by more than 1e-12 (relative) are dropped."""
     n, d = c.shape
     best = np.zeros((n, d))
@@ -162,6 +185,107 @@ def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]
             break
         row, lo, hi = _split(row, lo, hi, delta, X, types, units, moves)
     return best
+
+
+def _best_first(c, gap, x, lo, hi, w, types: _Types, units: list[_Unit]):
+    """p = 1, one row: the branch and bound of `_branch_and_bound` on Python floats, best
+    first: nodes leave a heap in order of their bound, so the first whose optimum respects
+    the types is optimal and no node dearer than the optimum is split. A node's bound is
+    `_box_optimum`'s knapsack from the box's point nearest 0, the features in order of
+    gain per unit cost. Returns (δ or None where no typed move reaches the gap, whether
+    the relaxation had to be split)."""
+    c, x, w = c.tolist(), x.tolist(), w.tolist()
+    d = len(c)
+    gains = [j for j in range(d) if c[j] != 0]
+    order = sorted(gains, key=lambda j: -abs(c[j]) / w[j] if w[j] > 0 else -np.inf)
+    up, size = [v > 0 for v in c], [abs(v) for v in c]
+    grid = [(j, v) for j, v in enumerate(types.step.tolist()) if v > 0]
+    levels = [(j, v.tolist()) for j, v in types.levels.items()]
+    moves, groups = {}, []  # a level feature's allowed moves; a group's (columns, switches)
+    for u in units:
+        useful = [m for m, ok in zip(u.moves[0].tolist(), u.useful[0].tolist(), strict=True) if ok]
+        if len(u.cols) == 1 and int(u.cols[0]) in types.levels:
+            moves[int(u.cols[0])] = sorted([m[0] for m in useful] + [0.0])
+        else:
+            groups.append((u.cols.tolist(), useful))
+
+    def optimum(lo, hi):
+        """The box's continuous optimum (δ, its cost), or None where the gap is out of reach."""
+        delta = [a if a > 0 else b if b < 0 else 0.0 for a, b in zip(lo, hi, strict=True)]
+        need = gap - sum(map(mul, c, delta))
+        for j in order:
+            if need <= 0:
+                break
+            room = hi[j] - delta[j] if up[j] else delta[j] - lo[j]
+            if room > 0:
+                take = min(room, need / size[j])
+                delta[j] += take if up[j] else -take
+                need -= size[j] * take
+        if need > 0:
+            return None
+        return sum(map(mul, w, map(abs, delta))), delta
+
+    def off_type(delta):
+        """The first one-hot group off its levels, else the first single-column feature off
+        its grid or levels ((kind, index) or None). Groups first: a group's relaxation is
+        the weakest (each column moves alone), and fixing it early spares every subtree
+        its own split of the group."""
+        for k, (cols, _) in enumerate(groups):
+            if all(abs(delta[j]) <= _TOL for j in cols):
+                continue
+            value = [x[j] + delta[j] for j in cols]
+            whole = [round(v) for v in value]
+            if (
+                any(abs(v - r) > _TOL for v, r in zip(value, whole, strict=True))
+                or any(r not in (0, 1) for r in whole)
+                or sum(whole) != 1
+            ):
+                return "group", k
+        off = [j for j, s in grid if abs(delta[j] / s - round(delta[j] / s)) > _TOL]
+        off += [
+            j
+            for j, values in levels
+            if abs(delta[j]) > _TOL and all(abs(x[j] + delta[j] - v) > _TOL for v in values)
+        ]
+        return ("single", min(off)) if off else None
+
+    lo, hi = lo.tolist(), hi.tolist()
+    root = optimum(lo, hi)
+    heap = [(*root, lo, hi)] if root else []  # (bound, δ, lo, hi); ties: the smaller δ
+    split = False
+    while heap:
+        _, delta, lo_n, hi_n = heapq.heappop(heap)
+        broken = off_type(delta)
+        if broken is None:
+            return np.array(delta), split
+        split = True
+        kind, j = broken
+        children = []
+        if kind == "single":
+            v = delta[j]
+            if j in moves:
+                below = max((m for m in moves[j] if m < v), default=None)
+                above = min((m for m in moves[j] if m > v), default=None)
+            else:
+                s = types.step[j]
+                below, above = float(np.floor(v / s) * s), float(np.ceil(v / s) * s)
+            if below is not None:
+                children.append((lo_n, [*hi_n[:j], below, *hi_n[j + 1 :]]))
+            if above is not None:
+                children.append(([*lo_n[:j], above, *lo_n[j + 1 :]], hi_n))
+        else:
+            cols, switches = groups[j]
+            for move in [[0.0] * len(cols), *switches]:
+                lo_c, hi_c = list(lo_n), list(hi_n)
+                for col, m in zip(cols, move, strict=True):
+                    lo_c[col] = hi_c[col] = m
+                children.append((lo_c, hi_c))
+        for lo_c, hi_c in children:
+            if all(a <= b + _TOL for a, b in zip(lo_c, hi_c, strict=True)):
+                found = optimum(lo_c, hi_c)
+                if found is not None:
+                    heapq.heappush(heap, (*found, lo_c, hi_c))
+    return None, split
 
 
 def _box_optimum(c, gap, lo, hi, w, p):
@@ -244,7 +368,10 @@ def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
         off[:, grid] = np.abs(k - np.round(k)) > _TOL
     for j, m in moves.items():
         off[:, j] = ~(np.abs(m[row] - delta[:, j, None]) <= _TOL).any(1)
-    single = off.any(1)
+    # groups first: a group's relaxation is the weakest (each column moves alone), and
+    # fixing it early spares every subtree its own split of the group
+    broken = ~_respects_groups(types, X[row], delta)
+    single = off.any(1) & ~broken.any(1)
     children = []
     if single.any():
         k = np.flatnonzero(single)
@@ -266,11 +393,10 @@ def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
             (hi_c if side is hi else lo_c)[np.arange(keep.sum()), j[keep]] = end[keep]
             fits = (lo_c <= hi_c + _TOL).all(1)
             children.append((row[k[keep]][fits], lo_c[fits], hi_c[fits]))
-    rest = np.flatnonzero(~single)
+    rest = np.flatnonzero(broken.any(1))
     if len(rest):
         # a one-hot group off its levels: fix it to each useful switch, or to staying
-        broken = ~_respects_groups(types, X[row[rest]], delta[rest])
-        g = broken.argmax(1)
+        g = broken[rest].argmax(1)
         for gi, u in enumerate(
             u for u in units if len(u.cols) > 1 or int(u.cols[0]) not in types.levels
         ):
