@@ -283,6 +283,12 @@ class Learner(ABC):
         is ≥ logit(t). None where `goal_margin_coef` is None."""
         return None
 
+    def proba_np(self, state: State, X: np.ndarray) -> np.ndarray:
+        """`proba_fn` on a float64 numpy array, without a graph: (n, k) numpy. Learners
+        with a numpy form override it (on a few rows, torch is mostly overhead)."""
+        with torch.no_grad():
+            return self.proba_fn(state, torch.from_numpy(X)).numpy()
+
     # -- scikit-learn surface ------------------------------------------------------
     def fit(self, X, y) -> Learner:
         """Fit from scratch on (X, y); y holds class indices 0..k-1."""

@@ -284,7 +284,10 @@ class LogisticRegression(Learner):
         on small batches torch is mostly overhead)."""
         X = X.detach().numpy() if isinstance(X, torch.Tensor) else X
         X = self._check_X(X, fitted=True)  # (NotFittedError first)
-        logits = self._logits_np(self.state_, X)
+        return self.proba_np(self.state_, X)
+
+    def proba_np(self, state: State, X: np.ndarray) -> np.ndarray:
+        logits = self._logits_np(state, X)
         if logits.shape[1] == 1:
             p1 = _sigmoid(logits)
             return np.concatenate([1.0 - p1, p1], axis=1)

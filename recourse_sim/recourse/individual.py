@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.base import Learner, State, as_tensor
+from recourse_sim.learners.base import Learner, State
 from recourse_sim.recourse.action_set import ActionSet, budget_excess, feasible_root
 
 METHODS = ("pgd", "wachter", "linear")
@@ -115,8 +115,7 @@ def individual_recourse(
         lam=lam,
         solver=solver,
     )
-    with torch.no_grad():  # one evaluation at x + δ for both the loss and the decision
-        proba = learner.proba_fn(state, torch.from_numpy(X_np + delta)).numpy()
+    proba = learner.proba_np(state, X_np + delta)  # for both the loss and the decision
     p_goal = proba[np.arange(len(X_np)), goal_np]
     return RecourseResult(
         delta=delta,
@@ -187,9 +186,7 @@ def _needed(objective: str, target, margin, n: int) -> np.ndarray | None:
 
 def _decided(learner, state, X: np.ndarray, goal: np.ndarray, need, margin) -> np.ndarray:
     """Whether the goal decision holds at each row of X (see `individual_recourse`)."""
-    with torch.no_grad():
-        proba = learner.proba_fn(state, torch.from_numpy(X)).numpy()
-    return _holds(proba, goal, need, margin)
+    return _holds(learner.proba_np(state, X), goal, need, margin)
 
 
 def _holds(proba: np.ndarray, goal: np.ndarray, need, margin) -> np.ndarray:
@@ -213,7 +210,8 @@ def _checked(learner, X, goal, action_set, method, steps, state):
     if state is None:
         learner._check_fitted()  # NotFittedError, as learner.state() would raise
         state = learner.state_
-    X_np = as_tensor(X).detach().numpy()
+    X_np = X.detach().numpy() if isinstance(X, torch.Tensor) else X
+    X_np = np.asarray(X_np, dtype=np.float64)
     if X_np.ndim != 2 or X_np.shape[1] != action_set.n_features:
         raise ConfigError(
             f"X has shape {X_np.shape}, the action set has {action_set.n_features} features"
