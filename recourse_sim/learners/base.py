@@ -19,6 +19,7 @@ recourse always use one and the same update rule.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
@@ -145,12 +146,7 @@ class Learner(ABC):
     @classmethod
     def _get_param_names(cls) -> list[str]:
         """The constructor's parameter names, sorted."""
-        signature = inspect.signature(cls.__init__)
-        return sorted(
-            p.name
-            for p in signature.parameters.values()
-            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-        )
+        return list(_param_names(cls.__init__))
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters (`deep`: also ``name__key`` of nested estimators)."""
@@ -455,3 +451,17 @@ def _check_labels(y: np.ndarray) -> np.ndarray:
     if np.issubdtype(y.dtype, np.floating) and not (np.isfinite(y) & (y == np.round(y))).all():
         raise ConfigError("Unknown label type: continuous (a classifier needs class labels)")
     return y
+
+
+@functools.cache
+def _param_names(init) -> tuple[str, ...]:
+    """`Learner._get_param_names` of a constructor, read once (every env reset makes a
+    learner; reading the signature each time was a measurable part of a reset)."""
+    signature = inspect.signature(init)
+    return tuple(
+        sorted(
+            p.name
+            for p in signature.parameters.values()
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+    )

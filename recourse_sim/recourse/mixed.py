@@ -175,10 +175,14 @@ def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]
         bound = _norm(w * delta, p)
         alive = ok & (bound < incumbent[row] * (1 - 1e-12))
         done = alive & _respects(types, X[row], delta)
-        for k in np.flatnonzero(done):  # (few: one per row and round at most, mostly)
-            i = row[k]
-            if bound[k] < incumbent[i]:
-                incumbent[i], best[i] = bound[k], delta[k]
+        if done.any():
+            # each row's first candidate of least bound (as taking the nodes in order,
+            # replacing on a strictly lower bound) replaces its incumbent if lower
+            k = np.flatnonzero(done)
+            order = k[np.lexsort((bound[k], row[k]))]
+            first = order[np.r_[True, row[order][1:] != row[order][:-1]]]
+            better = first[bound[first] < incumbent[row[first]]]
+            incumbent[row[better]], best[row[better]] = bound[better], delta[better]
         split = alive & ~done
         row, lo, hi, delta = row[split], lo[split], hi[split], delta[split]
         if not len(row):
@@ -313,9 +317,15 @@ def _box_optimum(c, gap, lo, hi, w, p):
     ends = np.where(np.isfinite(ends) & (ends > 0), ends, 0.0)
     ts = np.sort(np.concatenate([np.zeros((len(c), 1)), ends], 1), 1)
 
-    def at(t):  # (rows, k) → δ(t) (rows, k, d)
-        move = np.clip(t[:, :, None] * a[:, None, :], lo[:, None, :], hi[:, None, :])
-        return np.where(priced, move, base[:, None, :])
+    def at(t):  # (rows, k) → δ(t) (rows, k, d); feature by feature (numpy is slow on
+        # a short last axis broadcast against a stack), the same operations per number
+        out = np.empty((*t.shape, len(priced)))
+        for j in range(len(priced)):
+            if priced[j]:
+                np.clip(t * a[:, j, None], lo[:, j, None], hi[:, j, None], out=out[..., j])
+            else:
+                out[..., j] = base[:, j, None]
+        return out
 
     gains = np.einsum("nkd,nd->nk", at(ts), c)
     reached = gains >= gap[:, None]
