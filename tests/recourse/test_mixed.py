@@ -105,7 +105,7 @@ def test_one_row_search_equals_the_batched_search():
     rows together, breadth first on arrays. Both are exact: the same reachability and
     the same costs on the same rows."""
     rng = np.random.default_rng(1)
-    x, aset = _small(rng, 1, 1)
+    aset = _small(rng, 1, 1)[1]
     X = np.array([_small(rng, 1, 1)[0] for _ in range(80)])
     c = rng.normal(size=(80, 8))
     gap = rng.uniform(0.0, 4.0, 80)
