@@ -136,7 +136,7 @@ MOVED_WHY = {
     "the anomaly filter (a loss before) and the signal without defense are no longer "
     "distinguishable from 0, white-box OAR against the rate limit and black-box OAR "
     "without defense now are (small gains). The pattern stands: on German credit every "
-    "collective's gain is a few points at most, against 10-15 on school_assignment. "
+    "collective's gain is a few points at most, against 7-11 on school_assignment. "
     "Black-box OAR's belief includes the learner's input scaling, as for school_assignment.",
 }
 
