@@ -160,6 +160,7 @@ def train_ppo(
     tensorboard: str | None = None,
     batched: bool = False,
     threads: int | None = 1,
+    callback: BaseCallback | None = None,
     **overrides: Any,
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     """Train PPO on `scenario` (with `overrides`) from `seed`.
@@ -177,15 +178,17 @@ def train_ppo(
     PPO's small networks and round-sized tensors gain nothing from more threads, and on
     a busy machine torch's thread pool spins (as the ``recourse-sim run --threads``
     default). None leaves torch's own setting.
+    `callback`: an SB3 callback run beside the learning-curve one (e.g. to evaluate
+    the policy during training, or to stop it early by returning False).
     """
     import torch
 
     if threads is None:
-        return _train_ppo(scenario, seed, config, tensorboard, batched, overrides)
+        return _train_ppo(scenario, seed, config, tensorboard, batched, callback, overrides)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _train_ppo(scenario, seed, config, tensorboard, batched, overrides)
+        return _train_ppo(scenario, seed, config, tensorboard, batched, callback, overrides)
     finally:
         torch.set_num_threads(before)
 
@@ -196,6 +199,7 @@ def _train_ppo(
     config: PPOConfig | None,
     tensorboard: str | None,
     batched: bool,
+    callback: BaseCallback | None,
     overrides: dict[str, Any],
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     import pandas as pd
@@ -235,9 +239,12 @@ def _train_ppo(
         tensorboard_log=tensorboard,
     )
     curve = _Curve()
+    callbacks = [_callback(curve, config.n_envs, rounds)]
+    if callback is not None:
+        callbacks.append(callback)
     model.learn(
         total_timesteps=config.timesteps,
-        callback=_callback(curve, config.n_envs, rounds),
+        callback=callbacks,
         tb_log_name=f"{scenario}_seed{seed}",
     )
     low, high = venv.get_attr("low")[0], venv.get_attr("high")[0]

@@ -5,11 +5,11 @@ pick instead, and the speeds the targets ask for.
     python analyses/benchmark.py --sections dice mixed --out DIR
 
 writes ``DIR/benchmark.json``. With ``--sections`` only the named sections run (round,
-scaling, oar, env, batched, genre, dice, mixed, mlp, startup) and only their keys are
-replaced in an existing ``DIR/benchmark.json``, every other key kept from the full run;
-``sections_updated`` records which sections were re-run, their wall and CPU seconds and
-the load average then (so that a section can be re-run on a busy machine without
-re-timing the others, whose timings need a quiet one).
+scaling, oar, env, batched, ppo, oar_level, genre, dice, mixed, mlp, startup) and only
+their keys are replaced in an existing ``DIR/benchmark.json``, every other key kept from
+the full run; ``sections_updated`` records which sections were re-run, their wall and
+CPU seconds and the load average then (so that a section can be re-run on a busy
+machine without re-timing the others, whose timings need a quiet one).
 
 Timings are medians over repeats; every ratio is measured within one run (numerator and
 denominator interleaved) so that a shared, loaded machine slows both alike. Peak memory
@@ -86,6 +86,7 @@ KEYS = (
     "ppo_env_share",
     "mixed_min_cost_gap_vs_milp",
     "mixed_min_cost_rows_per_s",
+    "minutes_to_oar_level",
 )
 
 
@@ -492,6 +493,190 @@ def bench_ppo(
         "ppo_n_envs": n_envs,
         "ppo_env_n": n,
         "ppo_timesteps": timesteps,
+    }
+
+
+# -- 5b. PPO's time to OAR's level ---------------------------------------------------------
+
+# the two controlled scenarios, by the short names of ``minutes_to_oar_level``
+OAR_LEVEL_SCENARIOS = {
+    "school": "school_assignment_controlled",
+    "lending": "lending_fico_controlled",
+}
+# toy worlds for the smoke test (as analyses/train_coordinator.py --quick)
+_TINY_WORLDS = {
+    "school_assignment_controlled": {
+        "world__cohort_size": 100, "world__history_size": 200, "rounds": 3,
+    },
+    "lending_fico_controlled": {
+        "world__n_applicants": 100, "world__history_size": 200, "rounds": 3,
+    },
+}  # fmt: skip
+
+
+def _oar_level_run(
+    scenario: str,
+    cap_s: float,
+    eval_seeds: tuple[int, ...],
+    eval_every: int,
+    n_envs: int,
+    overrides: dict[str, Any],
+    rollout: int = 500,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One scenario of `bench_oar_level`: OAR's held-out query success, then PPO trained
+    until its deterministic policy's held-out query success first reaches it (or the
+    training clock reaches `cap_s`)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from recourse_sim.agents.policies import evaluate, make_baseline
+    from recourse_sim.agents.training import PPOConfig, TrainedPolicy, train_ppo
+    from recourse_sim.env import RecourseEnv
+
+    held_out = RecourseEnv(scenario, **overrides)
+    t0 = time.perf_counter()
+    oar = make_baseline("oar", horizon=1, steps=10)  # analyses/train_coordinator.py's OAR
+    oar_level = float(np.mean([r["query_success"] for r in evaluate(oar, held_out, eval_seeds)]))
+    oar_eval_s = time.perf_counter() - t0
+
+    # analyses/train_coordinator.py's PPO settings (a 500-round rollout, minibatches of
+    # 100), its rollout spread over `n_envs` worlds of the native batched env
+    config = PPOConfig(
+        timesteps=10**9,  # stopped by the callback
+        n_envs=n_envs,
+        n_steps=max(rollout // n_envs, 1),
+        batch_size=min(100, rollout),
+        learning_rate=1e-3,
+        gamma=0.7,
+        log_std_init=0.0,
+    )
+
+    class UntilOARLevel(BaseCallback):
+        """Every `eval_every` steps (at the start of a rollout, so after an update) the
+        deterministic policy on the held-out seeds, its time off the training clock;
+        stops at OAR's level or at the cap."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
+            self.eval_wall = self.eval_cpu = 0.0
+            self.next_eval, self.evals = 0, []
+            self.reached: dict[str, float] | None = None
+            self.stop = False
+
+        def clock(self) -> tuple[float, float]:
+            """Training wall and CPU seconds so far (evaluations excluded)."""
+            wall = time.perf_counter() - self.wall0 - self.eval_wall
+            return wall, time.process_time() - self.cpu0 - self.eval_cpu
+
+        def _on_rollout_start(self) -> None:
+            if self.num_timesteps >= self.next_eval and not self.stop:
+                self.evaluate()
+                self.next_eval = self.num_timesteps + eval_every
+
+        def evaluate(self) -> None:
+            wall, cpu = self.clock()
+            w0, c0 = time.perf_counter(), time.process_time()
+            low, high = self.training_env.get_attr("low")[0], self.training_env.get_attr("high")[0]
+            rows = evaluate(TrainedPolicy(self.model, low, high), held_out, eval_seeds)
+            success = float(np.mean([r["query_success"] for r in rows]))
+            self.eval_wall += time.perf_counter() - w0
+            self.eval_cpu += time.process_time() - c0
+            self.evals.append(
+                {"steps": int(self.num_timesteps), "train_s": wall, "query_success": success}
+            )
+            print(
+                f"oar_level {scenario}: {self.num_timesteps} steps, {wall:.0f} s training, "
+                f"held-out query success {success:.4f} (OAR {oar_level:.4f})",
+                file=sys.stderr,
+                flush=True,
+            )
+            if success >= oar_level and self.reached is None:
+                self.reached = {"steps": int(self.num_timesteps), "wall_s": wall, "cpu_s": cpu}
+                self.stop = True
+
+        def _on_step(self) -> bool:
+            if self.clock()[0] >= cap_s:
+                self.stop = True
+            return not self.stop
+
+    watch = UntilOARLevel()
+    train_ppo(scenario, seed, config, batched=n_envs > 1, callback=watch, **overrides)
+    if watch.reached is None and (
+        not watch.evals or watch.evals[-1]["steps"] < watch.num_timesteps
+    ):
+        watch.evaluate()  # the policy the cap stopped at
+    wall, cpu = watch.clock()
+    best = max(watch.evals, key=lambda e: e["query_success"])
+    reached = watch.reached
+    return {
+        "minutes": None if reached is None else reached["wall_s"] / 60,
+        "cpu_minutes": None if reached is None else reached["cpu_s"] / 60,
+        "steps": None if reached is None else reached["steps"],
+        "oar_query_success": oar_level,
+        "ppo_best_query_success": best["query_success"],
+        "ppo_best_steps": best["steps"],
+        "steps_trained": int(watch.num_timesteps),
+        "train_minutes": wall / 60,
+        "train_cpu_minutes": cpu / 60,
+        "eval_minutes": watch.eval_wall / 60,
+        "eval_cpu_minutes": watch.eval_cpu / 60,
+        "oar_eval_s": oar_eval_s,
+        "evals": len(watch.evals),
+        "curve": [
+            [e["steps"], round(e["train_s"], 2), round(e["query_success"], 4)] for e in watch.evals
+        ],
+    }
+
+
+def bench_oar_level(
+    cap_minutes: float = 8.0,
+    eval_seeds: tuple[int, ...] = tuple(range(1000, 1010)),
+    eval_every: int = 2500,
+    n_envs: int = 10,
+    rollout: int = 500,
+    tiny: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``minutes_to_oar_level``: per controlled scenario (school, lending), the training
+    wall time (minutes, evaluations excluded) until stable-baselines3's PPO, trained as
+    analyses/train_coordinator.py trains it (its settings, one seed, one torch thread) on
+    the native batched env of `n_envs` worlds, first reaches collective OAR's held-out
+    query success (the ``oar`` baseline, H = 1, on the same held-out seeds), its
+    deterministic policy evaluated every `eval_every` steps; None if not within
+    `cap_minutes` of training (then ``oar_level_ppo_best`` says how near it got). The
+    clock includes building the env and the model. Nothing is extrapolated."""
+    out: dict[str, dict[str, Any]] = {}
+    for short, scenario in OAR_LEVEL_SCENARIOS.items():
+        overrides = _TINY_WORLDS[scenario] if tiny else {}
+        out[short] = _oar_level_run(
+            scenario, 60 * cap_minutes, eval_seeds, eval_every, n_envs, overrides, rollout, seed
+        )
+
+    def per(key: str) -> dict[str, Any]:
+        return {short: r[key] for short, r in out.items()}
+
+    return {
+        "minutes_to_oar_level": per("minutes"),
+        "oar_level_cap_minutes": cap_minutes,
+        "oar_level_cpu_minutes": per("cpu_minutes"),
+        "oar_level_steps": per("steps"),
+        "oar_level_oar_query_success": per("oar_query_success"),
+        "oar_level_ppo_best": per("ppo_best_query_success"),
+        "oar_level_ppo_best_steps": per("ppo_best_steps"),
+        "oar_level_steps_trained": per("steps_trained"),
+        "oar_level_train_minutes": per("train_minutes"),
+        "oar_level_train_cpu_minutes": per("train_cpu_minutes"),
+        "oar_level_eval_minutes": per("eval_minutes"),
+        "oar_level_eval_cpu_minutes": per("eval_cpu_minutes"),
+        "oar_level_oar_eval_s": per("oar_eval_s"),
+        "oar_level_evals": per("evals"),
+        "oar_level_curve": per("curve"),  # [steps, training seconds, held-out success]
+        "oar_level_eval_seeds": len(eval_seeds),
+        "oar_level_eval_every_steps": eval_every,
+        "oar_level_n_envs": n_envs,
+        "oar_level_rollout_steps": rollout,
+        "oar_level_scenarios": dict(OAR_LEVEL_SCENARIOS),
     }
 
 
@@ -1140,6 +1325,9 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
             "mlp": lambda: bench_mlp_min_cost(directions=20, budgets=3, n_rows=10),
             "startup": lambda: bench_startup(repeats=1, overrides={"world.oracle.trees": 3}),
             "ppo": lambda: bench_ppo(n_envs=2, n=50, timesteps=64, pairs=1),
+            "oar_level": lambda: bench_oar_level(
+                cap_minutes=0.05, eval_seeds=(1000,), eval_every=40, n_envs=2, rollout=20, tiny=True
+            ),
         }
     return {
         "round": lambda: bench_round(repeats=3 if quick else 15),
@@ -1153,6 +1341,10 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
         "mlp": lambda: bench_mlp_min_cost(directions=300 if quick else 3000),
         "startup": lambda: bench_startup(repeats=3 if quick else 5),
         "ppo": lambda: bench_ppo(timesteps=4096 if quick else 8192, pairs=1 if quick else 2),
+        "oar_level": lambda: bench_oar_level(
+            cap_minutes=2.0 if quick else 8.0,
+            eval_seeds=tuple(range(1000, 1005 if quick else 1010)),
+        ),
     }
 
 

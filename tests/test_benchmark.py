@@ -32,12 +32,22 @@ def test_tiny_run_writes_every_key(bench_script, tmp_path):
             assert isinstance(result[key], float) and math.isfinite(result[key]), key
         elif key == "mixed_min_cost_gap_vs_milp":  # a gap to an exact optimum: 0 when exact
             assert isinstance(result[key], float) and 0 <= result[key] < 1e-6, key
+        elif key == "minutes_to_oar_level":  # per scenario; None: not reached within the cap
+            assert set(result[key]) == {"school", "lending"}
+            for minutes in result[key].values():
+                assert minutes is None or (isinstance(minutes, float) and minutes >= 0)
         else:
             assert isinstance(result[key], float) and result[key] > 0, key
     assert result["hypergrad_rel_err"] < 1e-3
     assert len(result["load_avg_start"]) == 3
     assert set(result["pass"]) == set(bench_script.TARGETS)
     assert all(v is None or isinstance(v, bool) for v in result["pass"].values())
+    for short in ("school", "lending"):
+        best = result["oar_level_ppo_best"][short]
+        assert 0 <= best <= 1 and 0 <= result["oar_level_oar_query_success"][short] <= 1
+        if result["minutes_to_oar_level"][short] is not None:
+            assert best >= result["oar_level_oar_query_success"][short]
+    assert result["oar_level_cap_minutes"] > 0
     for row in result["scaling_rows"]:
         assert row["peak_rss_mb"] >= row["import_rss_mb"] > 0
 
