@@ -1,5 +1,7 @@
-"""Memory budgets: declared counts are checked against the machine before anything is
-allocated, so a typo of a few zeros is a one-line error instead of a crash."""
+"""Input limits. Memory budgets: declared counts are checked against the machine before
+anything is allocated, so a typo of a few zeros is a one-line error instead of a crash.
+Magnitudes: every real number a scenario or a data file gives lies within
+±`MAX_MAGNITUDE`."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from recourse_sim.errors import ConfigError
 # values, changes, gradients, copies) and besides (scores, decisions, people.csv text)
 BYTES_PER_FEATURE = 8 * 16
 BYTES_PER_ROW = 400
+
+# Every real-valued setting and data value lies within ±MAX_MAGNITUDE (larger ones
+# overflow the round's arithmetic: squares and sums of 10^6 rows).
+MAX_MAGNITUDE = 1e9
 
 
 def memory_limit() -> int:

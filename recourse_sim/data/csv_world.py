@@ -19,7 +19,7 @@ from stat import S_ISREG
 
 import numpy as np
 
-from recourse_sim.budget import check_file
+from recourse_sim.budget import MAX_MAGNITUDE, check_file
 from recourse_sim.errors import ConfigError
 
 
@@ -67,8 +67,6 @@ def read_csv_world(spec, source: str = "<scenario>") -> TabularData:
 @functools.lru_cache(maxsize=8)
 def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> TabularData:
     import pandas as pd
-
-    from recourse_sim.scenarios import MAX_MAGNITUDE
 
     spec = types.SimpleNamespace(**json.loads(spec_json))
     text = _csv_text(path, source)

@@ -3,11 +3,11 @@ recourse-aware decisions (Ross et al.'s recourse loss and PARE thresholds)."""
 
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.baselines import growing_spheres, nearest_neighbour_recourse
+from recourse_sim.recourse.cheapest import cheapest_linear_recourse
 from recourse_sim.recourse.collective import CollectiveResult, collective_recourse
 from recourse_sim.recourse.genre import GenRe, PairingDistribution, pairing_distribution
 from recourse_sim.recourse.individual import (
     RecourseResult,
-    cheapest_linear_recourse,
     individual_recourse,
     repair_types,
 )

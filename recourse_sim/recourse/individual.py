@@ -46,6 +46,8 @@ import torch
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import Learner, State
 from recourse_sim.recourse.action_set import ActionSet, budget_excess, feasible_root
+from recourse_sim.recourse.cheapest import cheapest_linear_recourse
+from recourse_sim.recourse.mixed import mixed_cheapest_recourse
 
 METHODS = ("pgd", "wachter", "linear")
 OBJECTIVES = ("budget", "min_cost")
@@ -601,8 +603,6 @@ def linear_min_cost(
     gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
     with np.errstate(invalid="ignore"):
         if action_set.typed:  # the exact mixed-type optimum (a search over the types)
-            from recourse_sim.recourse.mixed import mixed_cheapest_recourse
-
             found = mixed_cheapest_recourse(coef, gap, X, action_set)
             delta, reachable = found.delta, found.reachable
         else:
@@ -687,113 +687,6 @@ def _iterates(learner, state, X, goal, action_set, method, steps, step_size, lam
         yield delta, obj
         if i < steps:
             delta = project(delta + step * _steepest(-grad, action_set, project.box, delta))
-
-
-def cheapest_linear_recourse(
-    coef: np.ndarray, gap: np.ndarray, X: np.ndarray, action_set: ActionSet
-) -> tuple[np.ndarray, np.ndarray]:
-    """min ‖w ⊙ δ‖_p subject to c·δ ≥ gap and δ in the action set's box at x, per row,
-    exactly (`coef` c: (n, d); `gap`: (n,), ≤ 0 needs nothing). Returns (δ, reachable):
-    where no δ in the box reaches the gap at any cost, δ is the box corner of largest
-    c·δ and reachable is False. The ε-ball is not imposed: the caller compares the cost.
-
-    Free features (w = 0) are spent first, just as far as needed. For the rest, p = 1 is
-    a fractional knapsack (best gain per unit cost first); for p ∈ {2, ∞} the optimum is
-    δ(t) = clip(t·a, lo, hi) with a = c / w² (p = 2, the KKT point) or sign(c) / w
-    (p = ∞, every unsaturated feature at the same cost t), for the t at which c·δ(t)
-    reaches the gap; c·δ(t) is piecewise linear in t with a breakpoint where each feature
-    reaches its box end, so t is found exactly between two sorted breakpoints."""
-    lo, hi = action_set.box(np.asarray(X, dtype=np.float64))
-    return cheapest_box_recourse(coef, gap, lo, hi, action_set.weights_, action_set.p)
-
-
-def cheapest_box_recourse(
-    coef: np.ndarray, gap: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray, p: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """`cheapest_linear_recourse` for explicit per-row bounds lo ≤ δ ≤ hi ((n, d), with
-    lo ≤ 0 ≤ hi), cost weights `w` (d,) and norm `p`."""
-    c = np.asarray(coef, dtype=np.float64)
-    gap = np.asarray(gap, dtype=np.float64)
-    corner = np.where(c > 0, hi, np.where(c < 0, lo, 0.0))  # the box end that gains
-    n = len(c)
-    free = w == 0
-    delta = np.zeros_like(c)
-    todo = gap > 0
-    # free features: their whole gain costs nothing
-    gain_free = (c * corner)[:, free].sum(1)
-    enough_free = todo & (gain_free >= gap)
-    if free.any() and todo.any():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(np.isfinite(gain_free), gap / gain_free, 0.0)
-        part = np.where(free, corner * share[:, None], 0.0)
-        # an unbounded free feature: move it alone, exactly as far as needed
-        unbounded = free & np.isinf(corner)
-        lone = enough_free & unbounded.any(1)
-        j = np.argmax(unbounded, 1)
-        part[lone] = 0.0
-        part[lone, j[lone]] = gap[lone] / c[lone, j[lone]]
-        delta = np.where(enough_free[:, None], part, np.where(free & todo[:, None], corner, 0.0))
-    rest = todo & ~enough_free
-    residual = gap - np.where(free.any(), gain_free, 0.0)
-    priced = ~free & (c != 0)
-    if p == 1:
-        gain, move = _knapsack(c, corner, w, priced, residual)
-    else:
-        gain, move = _breakpoints(c, corner, w, priced, residual, p)
-    reachable = ~todo | enough_free | (gain >= residual)
-    delta = np.where((rest & reachable)[:, None] & priced, move, delta)
-    # unreachable: the corner of largest gain
-    delta = np.where((todo & ~reachable)[:, None], corner, delta)
-    delta = np.where(np.isfinite(delta), delta, 0.0) if not reachable.all() else delta
-    return delta, reachable.reshape(n)
-
-
-def _knapsack(c, corner, w, priced, residual):
-    """p = 1: (the priced features' greatest total gain, the cheapest move reaching
-    `residual`): the features by gain per unit cost |c|/w, each to its box end, the
-    last one partly."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(priced, np.abs(c) / np.where(priced, w, 1.0), -1.0)
-        order = np.argsort(-ratio, axis=1, kind="stable")
-        c_s = np.take_along_axis(c, order, 1)
-        end = np.abs(np.take_along_axis(corner, order, 1))
-        use = np.take_along_axis(priced, order, 1)
-        full = np.where(use, np.abs(c_s) * end, 0.0)
-        # the gain of the better features (inf − inf must not arise: not cumsum − full)
-        before = np.concatenate([np.zeros((len(c), 1)), np.cumsum(full, 1)[:, :-1]], 1)
-        take = np.minimum(end, np.maximum(0.0, (residual[:, None] - before) / np.abs(c_s)))
-        take = np.where(use, take, 0.0)
-    move = np.zeros_like(c)
-    np.put_along_axis(move, order, np.sign(c_s) * take, 1)
-    return full.sum(1), move
-
-
-def _breakpoints(c, corner, w, priced, residual, p):
-    """p ∈ {2, ∞}: (the priced features' greatest total gain, the move δ(t*) reaching
-    `residual`), δ(t) = clip(t·a, lo, hi) (see `cheapest_linear_recourse`)."""
-    w_ = np.where(priced, w, 1.0)
-    a = np.where(priced, c / w_**2 if p == 2 else np.sign(c) / w_, 0.0)
-    slope = c * a  # ≥ 0: the gain per unit t while a feature moves
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_end = np.where(priced, np.abs(corner) / np.abs(np.where(priced, a, 1.0)), 0.0)
-    order = np.argsort(t_end, axis=1, kind="stable")
-    t_s = np.take_along_axis(t_end, order, 1)
-    s_s = np.take_along_axis(slope, order, 1)
-    with np.errstate(invalid="ignore"):
-        full = np.where(s_s > 0, s_s * t_s, 0.0)  # a saturated feature's gain
-        saturated = np.cumsum(full, 1)
-        moving = s_s.sum(1, keepdims=True) - np.cumsum(s_s, 1)  # slope after each breakpoint
-        at = saturated + np.where(moving > 0, t_s * moving, 0.0)  # gain at each breakpoint
-    total = at[:, -1]
-    k = np.argmax(at >= residual[:, None], axis=1)  # the first breakpoint reaching it
-    rows = np.arange(len(c))
-    # on [t_{k-1}, t_k] the gain is saturated_{k-1} + t · moving_{k-1}
-    base = np.where(k > 0, saturated[rows, k - 1], 0.0)
-    rate = np.where(k > 0, moving[rows, k - 1], s_s.sum(1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(rate > 0, (residual - base) / rate, 0.0)
-        move = np.clip(t[:, None] * a, np.minimum(corner, 0.0), np.maximum(corner, 0.0))
-    return total, np.where(priced, move, 0.0)
 
 
 def _margin_descent(project, coef: np.ndarray, action_set, steps: int, step: float) -> np.ndarray:

@@ -39,7 +39,7 @@ from operator import mul
 import numpy as np
 
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.individual import cheapest_box_recourse
+from recourse_sim.recourse.cheapest import cheapest_box_recourse
 
 _TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
 # p = 1 with at most this many rows to search: one row at a time on Python floats

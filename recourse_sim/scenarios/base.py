@@ -16,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from recourse_sim.budget import MAX_MAGNITUDE
+
 DATASETS = ("adult", "compas", "german", "iris", "digits")
 
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -45,10 +47,8 @@ Name = Annotated[str, NotBoolean]  # a group, column or label name
 LabelValue = Annotated[int | str, NotBoolean]
 
 
-# Every real-valued setting lies within ±MAX_MAGNITUDE (larger ones overflow the
-# round's arithmetic: squares and sums of 10^6 rows); only the fields a model lists in
-# `_INFINITE_OK` may be infinite (a norm's p).
-MAX_MAGNITUDE = 1e9
+# Every real-valued setting lies within ±MAX_MAGNITUDE (`recourse_sim.budget`); only the
+# fields a model lists in `_INFINITE_OK` may be infinite (a norm's p).
 
 
 class _Model(BaseModel):
