@@ -65,6 +65,7 @@ from recourse_sim.agents import OAR_ACTION
 from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
 from recourse_sim.agents.training import PPOConfig, train_ppo
 from recourse_sim.env import RecourseEnv
+from recourse_sim.env.batched import native_reason
 from recourse_sim.scenarios import load_scenario
 from recourse_sim.stats import mean_ci
 
@@ -318,7 +319,8 @@ def _run_job(job: Job) -> dict:
             job.seed,
             job.config,
             tensorboard=job.tensorboard,
-            batched=not oar,  # the v2 action has no native batched env
+            # the native batched env where it can run the scenario (not the v2 action)
+            batched=not oar and native_reason(env) is None,
             **job.overrides,
         )
         curve = curve.assign(scenario=job.scenario, seed=job.seed)
