@@ -31,6 +31,7 @@ from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
     "OAR_ACTION",
+    "OAR_THRESHOLD",
     "REGISTRY",
     "BestResponse",
     "CollectiveOAR",
@@ -511,15 +512,25 @@ class Controlled(Strategy):
     a GPA point 2).
 
     ``action: oar`` (the v2 action): OAR's own settings for the round, four numbers in
-    [-1, 1] (`OAR_ACTION`): whether the collective acts (``act`` ≥ 0), its participation
-    α = ``participation`` · (``alpha`` + 1) / 2, its budget ε = ``epsilon`` ·
-    (``budget`` + 1) / 2 and the class its query group is to get (``goal``: class
-    ⌊(goal + 1) / 2 · k⌋, the last class at +1). OAR (`collective_recourse`, with the
-    population's horizon, steps and solver) computes each member's perturbation. The
-    constant action (1, 1, 1, g), g the query goal's code (+1 for the last class), is a
-    ``collective_oar`` population with the same settings, draw for draw; members are
-    recruited with the same draws whatever the action, so actions differ only in what
-    they choose.
+    [-1, 1] (`OAR_ACTION`), centred so that the zero action is OAR as the population's
+    file sets it (a residual parametrisation: a policy that starts near zero starts at
+    OAR and moves away only where that pays):
+
+    * ``act``: the collective acts when ``act`` ≥ -1/2 (below: nobody moves);
+    * ``alpha``: participation α = ``participation`` · min(1, 1 + ``alpha``) (0 and
+      above: the file's α; -1: nobody);
+    * ``budget``: ε = ``epsilon`` · min(1, 1 + ``budget``) (likewise);
+    * ``goal``: the class OAR aims the query group at: the query's own goal class when
+      ``goal`` ≥ -1/2; below, one of the other classes in order, [-1, -1/2) split
+      evenly between the k - 1 of them (with two classes: the other one).
+
+    The thresholds of the two discrete entries sit at -1/2, not at 0, so that a
+    Gaussian policy centred at zero stays with OAR's choice for most of its draws. OAR
+    (`collective_recourse`, with the population's horizon, steps and solver) computes
+    each member's perturbation. Every constant action with all four entries in
+    [0, 1] — (0, 0, 0, 0) and (1, 1, 1, 1) among them — is a ``collective_oar``
+    population with the same settings, draw for draw; members are recruited with the
+    same draws whatever the action, so actions differ only in what they choose.
     """
 
     name = "controlled"
@@ -547,7 +558,7 @@ class Controlled(Strategy):
         """α this round: the population's, or under ``action: oar`` the action's share of it."""
         if self.spec.action != "oar" or action is None:
             return self.spec.participation
-        return self.spec.participation * _unit(action[OAR_ACTION.index("alpha")])
+        return self.spec.participation * _share(action[OAR_ACTION.index("alpha")])
 
     def act(
         self,
@@ -565,24 +576,23 @@ class Controlled(Strategy):
             return delta
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         if self.spec.action == "oar":
-            return self._oar(learner, X, y, participants, queries, a)
+            return self._oar(learner, X, y, participants, queries, goal, a)
         rows = np.flatnonzero(participants)
         delta[rows] = self.perturb(X[rows], a[y[rows]])
         return delta
 
-    def _oar(self, learner, X, y, participants, queries, a: np.ndarray) -> np.ndarray:
-        if a[OAR_ACTION.index("act")] < 0:
+    def _oar(self, learner, X, y, participants, queries, goal, a: np.ndarray) -> np.ndarray:
+        if a[OAR_ACTION.index("act")] < OAR_THRESHOLD:
             return np.zeros_like(X)
-        share = _unit(a[OAR_ACTION.index("budget")])
+        share = _share(a[OAR_ACTION.index("budget")])
         # the full budget is the population's own action set (the same numbers as OAR's)
         aset = (
             self.action_set
             if share == 1.0
             else self.action_set.replace(epsilon=self.action_set.epsilon * share)
         )
-        k = len(learner.classes_)
-        goal = min(int(_unit(a[OAR_ACTION.index("goal")]) * k), k - 1)
-        return _oar_act(self, learner, X, y, participants, queries, goal, aset)
+        target = oar_goal(a[OAR_ACTION.index("goal")], int(goal), len(learner.classes_))
+        return _oar_act(self, learner, X, y, participants, queries, target, aset)
 
     def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
         """The perturbations (r, d) of r participants with training rows `X` (r, d) who
@@ -598,9 +608,25 @@ OAR_ACTION: tuple[str, ...] = ("act", "alpha", "budget", "goal")
 """The entries of an ``action: oar`` action, in order (see `Controlled`)."""
 
 
-def _unit(a: float) -> float:
-    """[-1, 1] → [0, 1]."""
-    return (float(a) + 1.0) / 2.0
+OAR_THRESHOLD: float = -0.5
+"""Where the discrete entries of an ``action: oar`` action switch: the collective acts,
+and aims at the query's own goal, when the entry is at least this (see `Controlled`)."""
+
+
+def _share(a: float) -> float:
+    """[-1, 1] → [0, 1]: min(1, 1 + a), so 0 and above is the whole."""
+    return float(np.clip(1.0 + float(a), 0.0, 1.0))
+
+
+def oar_goal(entry: float, query_goal: int, n_classes: int) -> int:
+    """The class an ``action: oar`` action's ``goal`` entry aims the query group at:
+    `query_goal` when the entry is at least `OAR_THRESHOLD`, else one of the other
+    classes, in order, [-1, OAR_THRESHOLD) split evenly between them."""
+    if entry >= OAR_THRESHOLD or n_classes < 2:
+        return query_goal
+    others = [c for c in range(n_classes) if c != query_goal]
+    share = (float(entry) + 1.0) / (OAR_THRESHOLD + 1.0)  # [-1, threshold) → [0, 1)
+    return others[min(int(max(share, 0.0) * len(others)), len(others) - 1)]
 
 
 class BestResponse(Strategy):

@@ -14,6 +14,18 @@ evaluate on held-out seeds, one episode each, with the same evaluation loop:
   the rows, see `recourse_sim.agents.policies`);
 * ``ppo`` — each trained policy, deterministic (the Gaussian's mean).
 
+With ``--action oar`` every policy plays the scenario with its controlled population's
+``action: oar`` (the v2 action, `recourse_sim.agents.OAR_ACTION`: OAR's own settings,
+centred so that the zero action is collective OAR): PPO learns when to act, how many
+members act, how much they spend and at what goal, starting near OAR (one world per
+run, rollouts of 500 rounds, a small initial SD: --oar-log-std-init). ``oar`` is then
+the constant zero action, which is the ``collective_oar`` population exactly (each
+member's own OAR solution, not the class means of the shift action); ``none`` the
+constant action with ``act`` = -1 (nobody moves); ``individual`` keeps its meaning, a
+shared shift, so it plays the same scenario with the shift action (the same worlds and
+draws: only the controlled collective's action differs). The outputs then carry the
+suffix ``_oar`` (``coordinator_oar.md``, ``coordinator_oar_comparison.csv``, ...).
+
 Outputs in --out: ``coordinator_comparison.csv`` (scenario, policy, seed, query_success,
 reward, train_seed: the PPO model's training seed, -1 for the baselines; query_success
 and reward are means per round of one held-out episode), ``coordinator_curves.csv``
@@ -23,6 +35,7 @@ baselines' held-out means), ``coordinator_summary.json`` (settings, timings, mea
 
     python analyses/train_coordinator.py            # the committed run (minutes, 2 CPUs)
     python analyses/train_coordinator.py --quick    # a smoke test (< 2 min), to a temp dir
+    python analyses/train_coordinator.py --action oar --timesteps 15000 15000
 """
 
 from __future__ import annotations
@@ -48,9 +61,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the analyses' own helpers
 from _args import parse_args as parse_dataclass_args
 
+from recourse_sim.agents import OAR_ACTION
 from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
 from recourse_sim.agents.training import PPOConfig, train_ppo
 from recourse_sim.env import RecourseEnv
+from recourse_sim.env.batched import native_reason
+from recourse_sim.scenarios import load_scenario
 from recourse_sim.stats import mean_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -80,6 +96,15 @@ class Args:
     """discount per round (a round's action acts mostly on the next model)"""
     log_std_init: float = 0.0
     """initial log SD of PPO's Gaussian policy (0: SD 1 action unit, broad exploration)"""
+    action: str = "shift"
+    """the controlled collective's action: shift (one shared move per training label, the
+    v1 IDs) or oar (OAR's own settings, the v2 IDs; zero is collective OAR)"""
+    oar_log_std_init: float = -1.0
+    """with --action oar: initial log SD of PPO's Gaussian (-1: SD 0.37, so the first
+    policy stays near its mean, OAR, and keeps OAR's act and goal in 91 % of draws)"""
+    oar_n_steps: int = 500
+    """with --action oar: rounds per rollout of the one world each PPO run steps (the
+    v2 action has no native batched env, so --n-envs is not used)"""
     oar_horizon: int = 1
     """look-ahead H of the collective OAR baseline (model updates)"""
     oar_steps: int = 10
@@ -128,7 +153,11 @@ def main(args: Args) -> None:
             eval_seeds=args.eval_seeds[:2],
             timesteps=(200,) * len(args.scenarios),
             n_steps=min(args.n_steps, 100),  # a rollout no longer than the smoke run
+            oar_n_steps=min(args.oar_n_steps, 100),
         )
+    if args.action not in ("shift", "oar"):
+        raise SystemExit(f"error: --action is shift or oar, got {args.action!r}")
+    oar = args.action == "oar"
     if len(args.timesteps) != len(args.scenarios):
         raise SystemExit(
             f"error: --timesteps needs one number per scenario ({len(args.scenarios)}), "
@@ -138,14 +167,25 @@ def main(args: Args) -> None:
         Path(tempfile.gettempdir()) / "recourse_sim_coordinator_quick" if args.quick else RESULTS
     )
     out.mkdir(parents=True, exist_ok=True)
-    base = PPOConfig(
-        n_envs=args.n_envs,
-        n_steps=max(args.n_steps // args.n_envs, 1),  # the rollout spread over the worlds
-        batch_size=min(100, args.n_steps),
-        learning_rate=args.learning_rate,
-        gamma=args.gamma,
-        log_std_init=args.log_std_init,
-    )
+    if oar:  # one world per run (the v2 action is solved per world), near OAR at first
+        base = PPOConfig(
+            n_envs=1,
+            n_steps=args.oar_n_steps,
+            batch_size=min(100, args.oar_n_steps),
+            learning_rate=args.learning_rate,
+            gamma=args.gamma,
+            log_std_init=args.oar_log_std_init,
+        )
+    else:
+        base = PPOConfig(
+            n_envs=args.n_envs,
+            n_steps=max(args.n_steps // args.n_envs, 1),  # the rollout spread over the worlds
+            batch_size=min(100, args.n_steps),
+            learning_rate=args.learning_rate,
+            gamma=args.gamma,
+            log_std_init=args.log_std_init,
+        )
+    suffix = "_oar" if oar else ""
     budgets = dict(zip(args.scenarios, args.timesteps, strict=True))
     print(f"writing to {out}; PPO training rounds {budgets}; {base}")
 
@@ -155,7 +195,9 @@ def main(args: Args) -> None:
     tensorboard = str(args.tensorboard) if args.tensorboard else None
     jobs = []
     for scenario, timesteps in zip(args.scenarios, args.timesteps, strict=True):
-        overrides = QUICK_OVERRIDES.get(scenario, {}) if args.quick else {}
+        overrides = dict(QUICK_OVERRIDES.get(scenario, {})) if args.quick else {}
+        if oar:
+            overrides[f"populations__{controlled_population(scenario)}__action"] = "oar"
         config = replace(base, timesteps=timesteps)
         jobs += [Job(scenario, name, -1, config, overrides, args, None) for name in BASELINES]
         jobs += [
@@ -188,13 +230,13 @@ def main(args: Args) -> None:
     table = pd.DataFrame(comparison)[
         ["scenario", "policy", "seed", "query_success", "reward", "train_seed"]
     ]
-    table.to_csv(out / "coordinator_comparison.csv", index=False, float_format="%.6g")
+    table.to_csv(out / f"coordinator{suffix}_comparison.csv", index=False, float_format="%.6g")
     curve_table = pd.concat(curves, ignore_index=True)[
         ["scenario", "seed", "timestep", "episode", "reward", "query_success"]
     ]
-    curve_table.to_csv(out / "coordinator_curves.csv", index=False, float_format="%.6g")
+    curve_table.to_csv(out / f"coordinator{suffix}_curves.csv", index=False, float_format="%.6g")
     summary = _summary(table)
-    _plot(curve_table, summary, out / "coordinator_curves.png")
+    _plot(curve_table, summary, out / f"coordinator{suffix}_curves.png")
     report = {
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()},
         "ppo": base.as_dict()
@@ -202,8 +244,12 @@ def main(args: Args) -> None:
         "seconds": seconds,
         "summary": summary.reset_index().to_dict(orient="records"),
     }
-    (out / "coordinator_summary.json").write_text(json.dumps(report, indent=2, default=list))
-    (out / "coordinator.md").write_text(_markdown(table, summary, args, base, seconds, actions))
+    (out / f"coordinator{suffix}_summary.json").write_text(
+        json.dumps(report, indent=2, default=list)
+    )
+    (out / f"coordinator{suffix}.md").write_text(
+        _markdown(table, summary, args, base, seconds, actions)
+    )
     print(summary.round(3).to_string())
     print(f"total {seconds['total']:.0f} s")
 
@@ -227,12 +273,45 @@ class Job:
         return f"{self.scenario}__{self.policy}__eval"
 
 
+def controlled_population(scenario: str) -> str:
+    """The name of the scenario's controlled population (the one the action drives)."""
+    spec = load_scenario(scenario)
+    names = [name for name, p in spec.populations.items() if p.strategy == "controlled"]
+    if not names:
+        raise SystemExit(f"error: scenario {scenario!r} has no controlled population")
+    return names[0]
+
+
+class ConstantAction:
+    """A policy that plays one action every round (`evaluate`'s ``predict`` interface)."""
+
+    def __init__(self, action: np.ndarray) -> None:
+        self.value = np.asarray(action, dtype=np.float32)
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        obs = np.asarray(observation)
+        return (self.value[None] if obs.ndim == 2 else self.value), state
+
+
+def _oar_constant(policy: str) -> ConstantAction:
+    """Under the v2 action: ``oar`` is the zero action (the collective_oar population),
+    ``none`` the zero action with ``act`` = -1 (the collective does not act)."""
+    action = np.zeros(len(OAR_ACTION), np.float32)
+    if policy == "none":
+        action[OAR_ACTION.index("act")] = -1.0
+    return ConstantAction(action)
+
+
 def _run_job(job: Job) -> dict:
     """Train (PPO) and evaluate one policy; plain data back (rows, curve, actions)."""
     torch.set_num_threads(1)
     args = job.args
+    oar = args.action == "oar"
     start = time.perf_counter()
-    env = RecourseEnv(job.scenario, **job.overrides)
+    overrides = job.overrides
+    if oar and job.policy == "individual":  # a shared shift: the same worlds, the v1 action
+        overrides = {k: v for k, v in overrides.items() if not k.endswith("__action")}
+    env = RecourseEnv(job.scenario, **overrides)
     curve = None
     if job.policy == "ppo":
         policy, curve = train_ppo(
@@ -240,10 +319,13 @@ def _run_job(job: Job) -> dict:
             job.seed,
             job.config,
             tensorboard=job.tensorboard,
-            batched=True,
+            # the native batched env where it can run the scenario (not the v2 action)
+            batched=not oar and native_reason(env) is None,
             **job.overrides,
         )
         curve = curve.assign(scenario=job.scenario, seed=job.seed)
+    elif oar and job.policy in ("oar", "none"):
+        policy = _oar_constant(job.policy)
     elif job.policy == "oar":
         policy = make_baseline("oar", horizon=args.oar_horizon, steps=args.oar_steps)
     else:
@@ -365,31 +447,62 @@ def _markdown(
     actions: dict[tuple[str, str], np.ndarray],
 ) -> str:
     budgets = dict(zip(args.scenarios, args.timesteps, strict=True))
-    lines = [
-        "# Learning to coordinate a collective (PPO vs analytic baselines)",
-        "",
-        "Written by `analyses/train_coordinator.py`"
-        + (" (--quick: a smoke test, not a result)" if args.quick else "")
-        + f". PPO (stable-baselines3): {budgets} training rounds per run, "
-        f"training seeds {list(args.seeds)}, γ = {config.gamma}, learning rate "
-        f"{config.learning_rate}, initial log SD {config.log_std_init}. Evaluation: one "
-        f"episode on each held-out seed {list(args.eval_seeds)}, deterministic actions, the "
-        "same loop for every policy. Reward per round = the query group's success under the "
-        "updated model − λ · the collective's mean cost per participant. "
-        "Mean ± 95 % Student-t half-width: for the baselines over the held-out episodes, "
-        "for PPO over its training runs (each run's mean over the held-out episodes).",
-        "",
-        "Policies (the action: one shift of the reported feature per training label, in "
-        "budget units; see `agents/policies.py`): **none** — the collective stays idle; "
-        "**individual** — members move their reports as individual recourse (OAR Eq. 2) "
-        "would move a query subject, uncoordinated; **oar** — collective OAR (Eq. 3, "
-        f"horizon {args.oar_horizon}) solved on the round's real training rows and members, "
-        "as each class's mean move (privileged: it reads the learner and the rows); "
-        "**ppo** — the trained policy, which sees only the observation.",
-        "",
-        "| scenario | policy | n | query success | reward |",
-        "|---|---|---|---|---|",
-    ]
+    oar = args.action == "oar"
+    lines = (
+        [
+            "# Learning to coordinate a collective (PPO vs analytic baselines)"
+            + (": OAR's settings as the action" if oar else ""),
+            "",
+            "Written by `analyses/train_coordinator.py`"
+            + (" (--quick: a smoke test, not a result)" if args.quick else "")
+            + f". PPO (stable-baselines3): {budgets} training rounds per run, "
+            f"training seeds {list(args.seeds)}, γ = {config.gamma}, learning rate "
+            f"{config.learning_rate}, initial log SD {config.log_std_init}. Evaluation: one "
+            f"episode on each held-out seed {list(args.eval_seeds)}, deterministic actions, the "
+            "same loop for every policy. Reward per round = the query group's success under the "
+            "updated model − λ · the collective's mean cost per participant. "
+            "Mean ± 95 % Student-t half-width: for the baselines over the held-out episodes, "
+            "for PPO over its training runs (each run's mean over the held-out episodes).",
+            "",
+        ]
+        + (
+            [
+                "Policies (the action: OAR's own settings for the round, `OAR_ACTION` = "
+                "(act, alpha, budget, goal) in [-1, 1], centred on OAR: α = participation · "
+                "min(1, 1 + alpha), ε = epsilon · min(1, 1 + budget), act and aim at the query's "
+                "goal when those entries are ≥ -1/2; OAR computes each member's perturbation): "
+                "**none** — the constant action with act = -1 (nobody moves); **individual** — "
+                "members move their reports as individual recourse (OAR Eq. 2) would move a query "
+                "subject, uncoordinated: a shared shift, so played with the scenario's shift "
+                "action (the same worlds and draws); **oar** — the constant zero action, "
+                "which is the "
+                "`collective_oar` population exactly (the population's own horizon and solver "
+                "steps, 1 and 10, each member's own solution; tested in "
+                "`tests/rl/test_oar_action.py`; "
+                "`make_baseline('oar')` returns a shift action and does not apply here); "
+                "**ppo** — the trained policy over the four settings, which sees only the "
+                f"observation, one world per run, rollouts of {config.n_steps} rounds, initial "
+                f"log SD {config.log_std_init} around a mean that starts near zero, i.e. near OAR.",
+                "",
+            ]
+            if oar
+            else [
+                "Policies (the action: one shift of the reported feature per training label, in "
+                "budget units; see `agents/policies.py`): **none** — the collective stays idle; "
+                "**individual** — members move their reports as individual recourse (OAR Eq. 2) "
+                "would move a query subject, uncoordinated; **oar** — collective OAR (Eq. 3, "
+                f"horizon {args.oar_horizon}) solved on the round's real training rows and "
+                "members, as each class's mean move (privileged: it reads the learner and the "
+                "rows); "
+                "**ppo** — the trained policy, which sees only the observation.",
+                "",
+            ]
+        )
+        + [
+            "| scenario | policy | n | query success | reward |",
+            "|---|---|---|---|---|",
+        ]
+    )
     for (scenario, policy), row in summary.iterrows():
         lines.append(
             f"| {scenario} | {policy} | {int(row.n)} "
@@ -413,6 +526,7 @@ def _markdown(
         gap, ci = _paired(table, scenario, "oar", "query_success")
         per_run_success = t[t.policy == "ppo"].groupby("train_seed")["query_success"].mean()
         runs = int((per_run_success >= s.loc["oar", "query_success_mean"]).sum())
+        above = int((per_run_success > s.loc["oar", "query_success_mean"]).sum())
         lines.append(
             f"- **{scenario}**: PPO's mean reward {s.loc['ppo', 'reward_mean']:.3f} "
             + "; ".join(parts)
@@ -420,6 +534,24 @@ def _markdown(
             f"{s.loc['oar', 'query_success_mean']:.3f}, paired difference {gap:+.3f} ± "
             f"{ci:.3f} ({runs}/{len(per_run_success)} runs at or above OAR's mean)."
         )
+        if oar:  # each run against OAR on the same held-out seeds
+            oar_success = t[t.policy == "oar"].set_index("seed")["query_success"]
+            ppo_t = t[t.policy == "ppo"]
+            diffs = {
+                seed: (g.set_index("seed")["query_success"] - oar_success).dropna()
+                for seed, g in ppo_t.groupby("train_seed")
+            }
+            run_means = pd.Series({seed: d.mean() for seed, d in diffs.items()})
+            per_seed = ", ".join(
+                f"seed {seed} {d.mean():+.3f} ± {_ci95(d):.3f}" for seed, d in diffs.items()
+            )
+            lines.append(
+                f"  PPO − OAR in query success per training run (paired over the held-out "
+                f"seeds): {per_seed}; {above}/{len(run_means)} runs above OAR, "
+                f"{int(sum(d.mean() - _ci95(d) > 0 for d in diffs.values()))} with the "
+                f"interval above 0. Over the runs: {run_means.mean():+.3f} ± "
+                f"{_ci95(run_means):.3f} (95 % interval over training runs)."
+            )
         none = t[t.policy == "none"].set_index("seed")["reward"]
         individual = t[t.policy == "individual"].set_index("seed")["reward"]
         if np.allclose(none, individual):
@@ -427,11 +559,20 @@ def _markdown(
                 "  Here individual equals none: the direction individual recourse takes "
                 "is outside this collective's action set, so uncoordinated members do nothing."
             )
-        for policy in ("ppo", "oar"):
+        for policy in ("ppo",) if oar else ("ppo", "oar"):
             a = actions.get((scenario, policy))
             if a is None:
                 continue
             mean, sd = a.mean(0), a.std(0)
+            if oar:
+                per_entry = ", ".join(
+                    f"{name} {mean[i]:+.2f} (SD {sd[i]:.2f})" for i, name in enumerate(OAR_ACTION)
+                )
+                lines.append(
+                    f"  {policy} (training seed {args.seeds[0]}), actions over held-out episode "
+                    f"{args.eval_seeds[0]}: {per_entry}."
+                )
+                continue
             per_class = ", ".join(
                 f"class {c} {np.round(mean[c], 2).tolist()} (SD {np.round(sd[c], 2).tolist()})"
                 for c in range(len(mean))
@@ -440,30 +581,45 @@ def _markdown(
             lines.append(
                 f"  {policy}{who}, actions over held-out episode {args.eval_seeds[0]}: {per_class}."
             )
+    if oar:
+        lines += [
+            "",
+            "Caveats: PPO optimises the reward, cost included (λ per unit of the members' "
+            "mean cost), not query success: where OAR's full budget buys query success at "
+            "less than λ per unit of cost, PPO gains reward by spending less and may stop "
+            "short of OAR's query success. OAR itself is myopic (the next model's "
+            "log-likelihood of the goal, one update, no cost, no decision threshold or "
+            "capacity); PPO can only choose among its settings (act, α, ε, goal), not the "
+            "members' moves. Results with the shift action: coordinator.md.",
+            "",
+        ]
+    else:
+        lines += [
+            "",
+            "Caveats: OAR here is privileged (it reads the learner, the round's training rows and",
+            "who joined) and myopic (it maximises the next model's log-likelihood of the goal for",
+            "one update, ignoring cost, the decision rule's threshold or capacity and later",
+            "rounds); PPO sees only the observation and optimises the reward itself, cost",
+            "included, so where acting harder buys query success at more than λ per unit of",
+            "cost PPO should stop short of OAR's query success. PPO acts through",
+            "`FeasibleActions`: its [-1, 1] is spread over the part of each entry the",
+            "collective can use ([-1, 0] for lending's under-reported score).",
+            "",
+            "## What moved since the previous results, and why",
+            "",
+            f"Previous results: {PREVIOUS}. Now: each PPO run steps {args.n_envs} worlds of "
+            "the native batched environment together (`train_ppo(batched=True)`; lending is "
+            "native now too), the same 500 rounds per rollout spread over them, the same "
+            "budgets, seeds and settings otherwise. The scenarios moved since: "
+            "school_assignment's seekers aim a per-person margin above the cut-off, ties go "
+            "by lottery and activities are whole; every policy's school rows move with them "
+            "(the baselines too). Lending's baselines are unchanged.",
+            "",
+        ]
     lines += [
-        "",
-        "Caveats: OAR here is privileged (it reads the learner, the round's training rows and",
-        "who joined) and myopic (it maximises the next model's log-likelihood of the goal for",
-        "one update, ignoring cost, the decision rule's threshold or capacity and later",
-        "rounds); PPO sees only the observation and optimises the reward itself, cost",
-        "included, so where acting harder buys query success at more than λ per unit of",
-        "cost PPO should stop short of OAR's query success. PPO acts through",
-        "`FeasibleActions`: its [-1, 1] is spread over the part of each entry the",
-        "collective can use ([-1, 0] for lending's under-reported score).",
-        "",
-        "## What moved since the previous results, and why",
-        "",
-        f"Previous results: {PREVIOUS}. Now: each PPO run steps {args.n_envs} worlds of the "
-        "native batched environment together (`train_ppo(batched=True)`; lending is native "
-        "now too), the same 500 rounds per rollout spread over them, the same budgets, "
-        "seeds and settings otherwise. The scenarios moved since: school_assignment's "
-        "seekers aim a per-person margin above the cut-off, ties go by lottery and "
-        "activities are whole; every policy's school rows move with them (the "
-        "baselines too). Lending's baselines are unchanged.",
-        "",
         f"Time: {seconds['total']:.0f} s wall clock, {seconds['cpu']:.0f} s CPU, "
         f"{args.jobs} process(es) of one CPU thread each (per run: "
-        "coordinator_summary.json).",
+        f"coordinator{'_oar' if oar else ''}_summary.json).",
         "",
     ]
     return "\n".join(lines)

@@ -11,8 +11,9 @@ environment module (and torch) loads on the first ``gym.make``.
   ``school_assignment`` and ``lending_fico``; the action is ignored (they warn at make).
 * ``recourse_sim/SchoolAssignment-v2``, ``recourse_sim/Lending-v2``: the same
   scenarios, with OAR's own settings as the action (act or not, participation α,
-  budget ε, goal; ``action: oar``): OAR computes the collective's perturbation, and the
-  constant action (1, 1, 1, 1) reproduces the ``collective_oar`` population.
+  budget ε, goal; ``action: oar``): OAR computes the collective's perturbation. The
+  action is centred on OAR: the zero action (as the constant (1, 1, 1, 1)) reproduces
+  the ``collective_oar`` population; entries below 0 move away from it.
 * ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
   controlled population, if it has one (else it warns at make).
 

@@ -129,11 +129,12 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     the scenario's actionable features), where ``step(None)`` is accepted too.
 
     With the population's ``action: oar`` (the ``-v2`` IDs): ``Box(-1, 1, shape=(4,),
-    float32)``, OAR's own settings for the round — ``act`` (≥ 0: the collective acts),
-    ``alpha`` (participation, a share of the population's), ``budget`` (ε, a share of
-    the population's) and ``goal`` (the class OAR aims the query group at); OAR computes
-    each member's perturbation, and the constant action (1, 1, 1, 1) reproduces the
-    ``collective_oar`` population exactly (see `agents.Controlled`).
+    float32)``, OAR's own settings for the round, centred on OAR — ``act`` (≥ -1/2:
+    the collective acts), ``alpha`` (participation: the population's · min(1, 1 + a)),
+    ``budget`` (ε: the population's · min(1, 1 + a)) and ``goal`` (≥ -1/2: the query's
+    own goal class, below: another class); OAR computes each member's perturbation. The
+    zero action, as the constant (1, 1, 1, 1), reproduces the ``collective_oar``
+    population exactly (see `agents.Controlled`).
 
     ## Observation Space
 
@@ -230,7 +231,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
       naming ``rgb_array``.
     * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
       settings as the action (``action: oar``), so that a policy's action space contains
-      collective OAR. The v1 IDs are kept with their shift action.
+      collective OAR. The v1 IDs are kept with their shift action. Later revision
+      (same IDs): the action is centred on OAR — the zero action is OAR's own settings
+      (α, ε: the file's · min(1, 1 + a); act and goal switch at -1/2, the goal entry
+      now choosing between the query's own goal and the other classes) — so a policy
+      initialised near zero starts at OAR; (1, 1, 1, 1) is still OAR.
     * v2, v1 and v0, later revision (same IDs): ``auc`` counts the decision rule's ties
       as ties; ``school_assignment`` (``SchoolAssignment-v0``) has seekers who aim a
       margin drawn per person above the cut-off and lottery ties (before: everyone at

@@ -1,5 +1,6 @@
-"""The v2 action (``action: oar``): OAR's own settings chosen each round. A constant action
-is a ``collective_oar`` population, draw for draw, so a policy over it contains OAR."""
+"""The v2 action (``action: oar``): OAR's own settings chosen each round, centred on OAR.
+The zero action (and every constant one with entries in [0, 1]) is a ``collective_oar``
+population, draw for draw, so a policy over it contains OAR and starts there."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import recourse_sim.env  # noqa: F401 - registers the environments
 from recourse_sim.agents import OAR_ACTION
+from recourse_sim.agents.strategies import oar_goal
 from recourse_sim.env import RecourseEnv
 from recourse_sim.errors import ConfigError
 
@@ -56,7 +58,7 @@ def _assert_same(a: list, b: list) -> None:
 
 
 def _action(**entries: float) -> np.ndarray:
-    a = np.ones(len(OAR_ACTION), dtype=np.float32)
+    a = np.zeros(len(OAR_ACTION), dtype=np.float32)
     for name, value in entries.items():
         a[OAR_ACTION.index(name)] = value
     return a
@@ -64,9 +66,11 @@ def _action(**entries: float) -> np.ndarray:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_the_constant_action_is_the_collective_oar_population(name):
-    controlled = _rollout(_env(name, action="oar"), _action())
     oar = _rollout(_env(name, strategy="collective_oar"))
-    _assert_same(controlled, oar)
+    for constant in (0.0, 1.0, 0.3):  # zero: OAR itself, as a policy starts; one: the same
+        action = np.full(len(OAR_ACTION), constant, np.float32)
+        controlled = _rollout(_env(name, action="oar"), action)
+        _assert_same(controlled, oar)
     # and the collective did act (a rollout without it differs)
     idle = _rollout(_env(name, strategy="collective_oar", epsilon=0.0))
     assert any(a[1] != b[1] for a, b in zip(controlled[1:], idle[1:], strict=True))
@@ -76,8 +80,11 @@ def test_the_constant_action_is_the_collective_oar_population(name):
     ("entries", "equivalent"),
     [
         ({"act": -1.0}, {"epsilon": 0.0}),  # not acting: as an OAR collective without budget
-        ({"budget": 0.0}, {"epsilon": 0.5}),  # half the budget
-        ({"alpha": 0.0}, {"participation": 0.25}),  # half the participation (0.5 in the file)
+        ({"act": -0.6}, {"epsilon": 0.0}),  # below the threshold, -1/2
+        ({"act": -0.4}, {}),  # above it: OAR
+        ({"budget": -0.5}, {"epsilon": 0.5}),  # half the budget
+        ({"budget": -1.0}, {"epsilon": 0.0}),  # none of it
+        ({"alpha": -0.5}, {"participation": 0.25}),  # half the participation (0.5 in the file)
     ],
 )
 def test_each_entry_is_the_oar_setting_it_names(entries, equivalent):
@@ -90,11 +97,24 @@ def test_each_entry_is_the_oar_setting_it_names(entries, equivalent):
 def test_the_goal_entry_chooses_the_class_oar_aims_at():
     name = "school_assignment_controlled"
     low = _rollout(_env(name, action="oar"), _action(goal=-1.0))
-    high = _rollout(_env(name, action="oar"), _action(goal=1.0))
+    high = _rollout(_env(name, action="oar"), _action(goal=0.0))
     # aiming the query group at the other class lowers its success
     assert sum(s[3]["query_success"] for s in low[1:]) < sum(
         s[3]["query_success"] for s in high[1:]
     )
+
+
+def test_the_goal_entry_maps_to_the_query_goal_or_another_class():
+    # at or above -1/2: the query's own goal, whatever it is
+    for k in (2, 3, 5):
+        for goal in range(k):
+            assert oar_goal(0.0, goal, k) == goal
+            assert oar_goal(-0.5, goal, k) == goal
+            assert oar_goal(1.0, goal, k) == goal
+    # below: the other classes in order, [-1, -1/2) split evenly between them
+    assert oar_goal(-1.0, 1, 2) == 0 and oar_goal(-0.6, 0, 2) == 1
+    assert [oar_goal(e, 1, 3) for e in (-1.0, -0.8, -0.74, -0.51)] == [0, 0, 2, 2]
+    assert {oar_goal(e, 0, 5) for e in np.linspace(-1.0, -0.501, 50)} == {1, 2, 3, 4}
 
 
 @pytest.mark.parametrize("env_id", ["recourse_sim/SchoolAssignment-v2", "recourse_sim/Lending-v2"])
