@@ -25,7 +25,7 @@ def field_docs(cls: type) -> dict[str, str]:
 def parse_args(cls: type, description: str, argv: list[str] | None = None) -> Any:
     """An instance of the dataclass `cls` from the command line: ``--flag-name`` per field
     (booleans are switches, tuples take several values, fields annotated ``Path | None``
-    take a path), defaults as in `cls`, help from `field_docs`."""
+    take a path and ``float | None`` a number), defaults as in `cls`, help from `field_docs`."""
     docs = field_docs(cls)
     parser = argparse.ArgumentParser(description=description)
     for f in fields(cls):
@@ -37,6 +37,8 @@ def parse_args(cls: type, description: str, argv: list[str] | None = None) -> An
             parser.add_argument(flag, nargs="+", type=kind, default=default, help=help_)
         elif "Path" in str(f.type):
             parser.add_argument(flag, type=Path, default=default, help=help_)
+        elif default is None and "float" in str(f.type):  # an optional number
+            parser.add_argument(flag, type=float, default=None, help=help_)
         else:
             parser.add_argument(flag, type=type(default), default=default, help=help_)
     ns = parser.parse_args(argv)

@@ -35,7 +35,11 @@ baselines' held-out means), ``coordinator_summary.json`` (settings, timings, mea
 
     python analyses/train_coordinator.py            # the committed run (minutes, 2 CPUs)
     python analyses/train_coordinator.py --quick    # a smoke test (< 2 min), to a temp dir
-    python analyses/train_coordinator.py --action oar --timesteps 15000 15000
+    python analyses/train_coordinator.py --action oar --timesteps 30000 30000
+    python analyses/train_coordinator.py --action oar --timesteps 30000 30000 --cost-weight 0
+
+``--cost-weight`` sets λ of the reward for every policy (0: the query success alone, the
+acceptance metric; OAR itself ignores cost); the outputs then carry ``_lambda<λ>``.
 """
 
 from __future__ import annotations
@@ -105,6 +109,10 @@ class Args:
     oar_n_steps: int = 500
     """with --action oar: rounds per rollout of the one world each PPO run steps (the
     v2 action has no native batched env, so --n-envs is not used)"""
+    cost_weight: float | None = None
+    """λ of the reward (query success − λ · mean cost) for every policy (None: the
+    scenario's, 0.1); 0 makes the reward the query success alone. Outputs then carry
+    the suffix _lambda<λ>"""
     oar_horizon: int = 1
     """look-ahead H of the collective OAR baseline (model updates)"""
     oar_steps: int = 10
@@ -185,7 +193,9 @@ def main(args: Args) -> None:
             gamma=args.gamma,
             log_std_init=args.log_std_init,
         )
-    suffix = "_oar" if oar else ""
+    suffix = ("_oar" if oar else "") + (
+        f"_lambda{args.cost_weight:g}" if args.cost_weight is not None else ""
+    )
     budgets = dict(zip(args.scenarios, args.timesteps, strict=True))
     print(f"writing to {out}; PPO training rounds {budgets}; {base}")
 
@@ -198,6 +208,8 @@ def main(args: Args) -> None:
         overrides = dict(QUICK_OVERRIDES.get(scenario, {})) if args.quick else {}
         if oar:
             overrides[f"populations__{controlled_population(scenario)}__action"] = "oar"
+        if args.cost_weight is not None:
+            overrides["reward__cost_weight"] = args.cost_weight
         config = replace(base, timesteps=timesteps)
         jobs += [Job(scenario, name, -1, config, overrides, args, None) for name in BASELINES]
         jobs += [
@@ -460,8 +472,13 @@ def _markdown(
             f"{config.learning_rate}, initial log SD {config.log_std_init}. Evaluation: one "
             f"episode on each held-out seed {list(args.eval_seeds)}, deterministic actions, the "
             "same loop for every policy. Reward per round = the query group's success under the "
-            "updated model − λ · the collective's mean cost per participant. "
-            "Mean ± 95 % Student-t half-width: for the baselines over the held-out episodes, "
+            "updated model − λ · the collective's mean cost per participant"
+            + (
+                f" (λ = {args.cost_weight:g} here, set by --cost-weight). "
+                if args.cost_weight is not None
+                else " (λ: the scenario's). "
+            )
+            + "Mean ± 95 % Student-t half-width: for the baselines over the held-out episodes, "
             "for PPO over its training runs (each run's mean over the held-out episodes).",
             "",
         ]
