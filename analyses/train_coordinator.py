@@ -193,9 +193,7 @@ def main(args: Args) -> None:
             gamma=args.gamma,
             log_std_init=args.log_std_init,
         )
-    suffix = ("_oar" if oar else "") + (
-        f"_lambda{args.cost_weight:g}" if args.cost_weight is not None else ""
-    )
+    suffix = _suffix(args)
     budgets = dict(zip(args.scenarios, args.timesteps, strict=True))
     print(f"writing to {out}; PPO training rounds {budgets}; {base}")
 
@@ -450,6 +448,12 @@ PREVIOUS = (
 """The previous committed results, for the report."""
 
 
+def _suffix(args: Args) -> str:
+    """The output files' suffix: the action (``_oar``) and a set λ (``_lambda0``)."""
+    lam = f"_lambda{args.cost_weight:g}" if args.cost_weight is not None else ""
+    return ("_oar" if args.action == "oar" else "") + lam
+
+
 def _markdown(
     table: pd.DataFrame,
     summary: pd.DataFrame,
@@ -636,7 +640,7 @@ def _markdown(
     lines += [
         f"Time: {seconds['total']:.0f} s wall clock, {seconds['cpu']:.0f} s CPU, "
         f"{args.jobs} process(es) of one CPU thread each (per run: "
-        f"coordinator{'_oar' if oar else ''}_summary.json).",
+        f"coordinator{_suffix(args)}_summary.json).",
         "",
     ]
     return "\n".join(lines)
