@@ -283,7 +283,7 @@ class Learner(ABC):
         """`proba_fn` on a float64 numpy array, without a graph: (n, k) numpy. Learners
         with a numpy form override it (on a few rows, torch is mostly overhead)."""
         with torch.no_grad():
-            return self.proba_fn(state, torch.from_numpy(X)).numpy()
+            return self.proba_fn(state, as_tensor(X)).numpy()
 
     # -- scikit-learn surface ------------------------------------------------------
     def fit(self, X, y) -> Learner:
@@ -309,9 +309,8 @@ class Learner(ABC):
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k)."""
-        X = self._check_X(X, fitted=True)
-        with torch.no_grad():
-            return self.proba_fn(self.state_, as_tensor(X)).numpy()
+        X = self._check_X(X, fitted=True)  # (NotFittedError first)
+        return self.proba_np(self.state_, X)
 
     def predict(self, X) -> np.ndarray:
         """Most probable class index per row."""
