@@ -68,7 +68,12 @@ from recourse_sim.env.recourse_env import (
 )
 from recourse_sim.env.streams import TIES, WORLD, keyed_uniforms, margin_stream, population_stream
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.logistic import SingleClassWarning, _sigmoid, newton_refit_batch
+from recourse_sim.learners.logistic import (
+    SingleClassWarning,
+    _sigmoid,
+    fit_batch,
+    newton_refit_batch,
+)
 from recourse_sim.recourse.individual import linear_min_cost
 
 __all__ = ["BatchedRecourseEnv", "make_vector_env", "native_reason"]
@@ -274,8 +279,8 @@ class BatchedRecourseEnv(VectorEnv):
                 raise gym.error.ResetNeeded("the first reset() resets every world")
             self._allocate()
             self._obs = np.zeros(self.observation_space.shape, np.float32)
-        for i in np.flatnonzero(mask):
-            self._obs[i] = self._reset_world(int(i), seeds[i], options or None)
+        worlds = np.flatnonzero(mask).tolist()
+        self._obs[worlds] = self._reset_worlds(worlds, [seeds[i] for i in worlds], options or None)
         self._ended[mask] = False
         rounds = self._state["round"].copy()
         return self._obs.copy(), {"round": rounds, "_round": mask.copy()}
@@ -322,9 +327,35 @@ class BatchedRecourseEnv(VectorEnv):
         # integers have drawn but not used yet (None: none), as PCG64 buffers it
         self._pending: dict[str, list[int | None]] = {p: [None] * B for p in self._pop_rngs}
 
-    def _reset_world(self, i: int, seed: int | None, options: dict | None) -> np.ndarray:
+    def _reset_worlds(
+        self, worlds: list[int], seeds: list[int | None], options: dict | None
+    ) -> np.ndarray:
+        """Reset `worlds` (with `seeds`), each through its own `RecourseEnv`; returns their
+        observations. Where the refits are one batch (the last round's rows alone), the
+        first models of all of them are fitted at once too (`fit_batch`, θ to rounding):
+        the halves of `RecourseEnv.reset` around its fit. Else each world's reset is the
+        single env's exactly."""
+        if not worlds:
+            return np.zeros((0, *self.single_observation_space.shape), np.float32)
+        envs = [self.envs[i] for i in worlds]
+        if self._remembers:
+            pairs = zip(envs, seeds, strict=True)
+            obs = [env.reset(seed=seed, options=options)[0] for env, seed in pairs]
+        else:
+            data = [env._reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
+            try:
+                fit_batch([env.learner for env in envs], data)
+            except ConfigError as exc:
+                source = self._first.scenario.source
+                raise ConfigError(f"{source}: fitting the first model: {exc}") from None
+            obs = [env._reset_after_fit()[0] for env in envs]
+        for i in worlds:
+            self._load_world(i)
+        return np.stack(obs)
+
+    def _load_world(self, i: int) -> None:
+        """World `i`'s state as its `RecourseEnv` has just reset it."""
         env = self.envs[i]
-        obs, _ = env.reset(seed=seed, options=options)
         st, c = self._state, env._cohort
         st["X"][i], st["report"][i], st["group"][i], st["query"][i] = (
             c.X,
@@ -365,7 +396,6 @@ class BatchedRecourseEnv(VectorEnv):
             rngs[i] = env._streams[population_stream(p)]
             bits = rngs[i].bit_generator.state
             self._pending[p][i] = bits["uinteger"] if bits["has_uint32"] else None
-        return obs
 
     # -- step ------------------------------------------------------------------------------
     def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -390,20 +420,22 @@ class BatchedRecourseEnv(VectorEnv):
             "query_success": query_success,
             "cost": cost,
         }
-        if mode == AutoresetMode.NEXT_STEP:  # worlds that ended last step start again now
-            for i in np.flatnonzero(self._ended).tolist():
-                obs[i] = self._reset_world(i, None, None)
-                reward[i], query_success[i], cost[i] = 0.0, 0.0, 0.0
-                truncated[i] = False
-                info["round"][i] = 0
+        if mode == AutoresetMode.NEXT_STEP and self._ended.any():
+            # worlds that ended last step start again now
+            again = np.flatnonzero(self._ended).tolist()
+            obs[again] = self._reset_worlds(again, [None] * len(again), None)
+            reward[again], query_success[again], cost[again] = 0.0, 0.0, 0.0
+            truncated[again] = False
+            info["round"][again] = 0
         ended = terminated | truncated
         for key in list(info):
             info["_" + key] = np.ones(B, bool)
         if mode == AutoresetMode.SAME_STEP and ended.any():
             final_obs = np.full(B, None, dtype=object)
-            for i in np.flatnonzero(ended).tolist():
+            again = np.flatnonzero(ended).tolist()
+            for i in again:
                 final_obs[i] = obs[i].copy()
-                obs[i] = self._reset_world(i, None, None)
+            obs[again] = self._reset_worlds(again, [None] * len(again), None)
             info["final_obs"], info["_final_obs"] = final_obs, ended.copy()
             ended[:] = False
         self._ended = ended

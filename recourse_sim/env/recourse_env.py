@@ -503,6 +503,18 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        X_hist, y_hist = self._reset_until_fit(seed)
+        try:
+            self.learner.fit(X_hist, y_hist)
+        except ConfigError as exc:
+            raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
+        return self._reset_after_fit()
+
+    # `reset` in two halves around the first model's fit, so that a batched env can fit
+    # the first models of many worlds at once (`recourse_sim.env.batched`)
+    def _reset_until_fit(self, seed: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """`reset` up to the first fit: the streams, the world, its history and a new
+        (unfitted) learner. Returns the history (X, y) the learner is to be fitted on."""
         super().reset(seed=seed)
         self._streams = derive_streams(self.np_random, self._stream_names)
         self._keys = {name: stream_key(self._streams[name]) for name in self._keyed_names}
@@ -514,10 +526,11 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self._feature_scale = np.where(scale > 0, scale, 1.0)
         self._learner_seed = int(self._streams[LEARNER].integers(2**63 - 1))
         self.learner = self._new_learner(random_state=self._learner_seed)
-        try:
-            self.learner.fit(X_hist, y_hist)
-        except ConfigError as exc:
-            raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
+        return X_hist, y_hist
+
+    def _reset_after_fit(self) -> tuple[np.ndarray, dict[str, Any]]:
+        """`reset` from the fitted first model on: the first cohort and observation."""
+        world_rng = self._streams[WORLD]
         self._theta0 = self.learner.param_vector()
         self._defense = Defense(self.scenario.learner.defense, self.n_features)
         self._round = 0

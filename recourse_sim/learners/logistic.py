@@ -937,3 +937,63 @@ def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray, rows=None) ->
         loss = loss * rows
     loss = loss.sum(1)
     return 0.5 * ((theta * penalised) ** 2).sum(1) + C * loss
+
+
+def fit_batch(
+    learners: list[LogisticRegression], data: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    """`fit` each learner on its own (X, y), the binary ones in one batched Newton pass:
+    `newton_refit_batch` from θ = 0 (the single fit's start) on each one's design matrix,
+    standardised as its `fit` would (`_standardisation`), rows of zeros padding the
+    shorter ones. Each learner ends as its `fit` leaves it (the state's every entry,
+    ``classes_``, ``n_features_in_``), its θ the single fit's to rounding: the minimiser
+    is unique and both end one Newton step past tolerance.
+
+    Fitted by their own `fit` instead: learners other than binary, intercept-fitting
+    ones without a recourse loss; rows of one class (the single fit has no finite
+    optimum there, and its own iterations decide where it stops); and solver settings
+    (C, tol, max_iter) other than the first batched learner's."""
+    batch: list[tuple[LogisticRegression, torch.Tensor, torch.Tensor, State]] = []
+    for learner, (X, y) in zip(learners, data, strict=True):
+        X_t, y_t = learner._validate(X, y, first=True)
+        learner._check_params()
+        settings = (learner.C, learner.tol, learner.max_iter)
+        if (
+            len(learner.classes_) != 2
+            or not learner.fit_intercept
+            or learner.recourse_loss_weight != 0
+            or _one_class(y_t)
+            or (batch and settings != (batch[0][0].C, batch[0][0].tol, batch[0][0].max_iter))
+        ):
+            learner.fit(X, y)
+            continue
+        scaling = _standardisation(X_t) if learner.standardize else {}
+        batch.append((learner, X_t, y_t, scaling))
+    if not batch:
+        return
+    longest = max(len(y_t) for _, _, y_t, _ in batch)
+    d = batch[0][1].shape[1]
+    Zt = np.zeros((len(batch), d + 1, longest))  # the design matrices, transposed
+    Y = np.zeros((len(batch), longest))
+    rows = np.zeros((len(batch), longest), bool)
+    for k, (_learner, X_t, y_t, scaling) in enumerate(batch):
+        m = len(y_t)
+        Zt[k, :d, :m] = _scaled(scaling, X_t.to(torch.float64)).numpy().T  # as `_rows`
+        Zt[k, d, :m] = 1.0
+        Y[k, :m], rows[k, :m] = y_t.numpy(), True
+    first = batch[0][0]
+    theta, _ = newton_refit_batch(
+        np.zeros((len(batch), d + 1)),
+        Zt,
+        Y,
+        first.C,
+        first.tol,
+        first.max_iter,
+        rows=None if rows.all() else rows,
+    )
+    for k, (learner, X_t, y_t, scaling) in enumerate(batch):
+        state = learner._unpack(torch.from_numpy(theta[k : k + 1].copy()))  # as `_init_state`
+        state.update(scaling)
+        if learner.update_rule in MEMORY_RULES:
+            state.update(first_memory(X_t, y_t))
+        learner.state_ = {key: value.detach() for key, value in state.items()}

@@ -384,3 +384,64 @@ def test_warm_refit_recovers_from_a_start_where_every_probability_saturates():
     np.testing.assert_allclose(warm.coef_, cold.coef_, atol=1e-8)
     np.testing.assert_allclose(warm.intercept_, cold.intercept_, rtol=1e-9)
     np.testing.assert_allclose(warm.coef_[0], w, atol=1e-8)
+
+
+def _assert_fitted_alike(batched, single, rtol):
+    """Two fitted learners' states: the same entries, shapes and dtypes, the parameters
+    within `rtol` (relative to their largest), everything else equal."""
+    assert batched.state_.keys() == single.state_.keys()
+    for key, value in single.state_.items():
+        got = batched.state_[key]
+        assert got.shape == value.shape and got.dtype == value.dtype, key
+        if key not in single.param_keys:
+            torch.testing.assert_close(got, value, rtol=0, atol=0)
+    assert _rel(batched.param_vector(), single.param_vector()) <= rtol
+    np.testing.assert_array_equal(batched.classes_, single.classes_)
+    assert batched.n_features_in_ == single.n_features_in_
+
+
+@pytest.mark.filterwarnings("ignore::recourse_sim.learners.logistic.ConvergenceWarning")
+def test_fit_batch_is_each_learners_own_fit(monkeypatch):
+    """`fit_batch` leaves every learner as its own `fit` would: θ to rounding for the
+    batched ones (rows of several sizes, standardised or not, memory or none); exactly
+    `fit` for those it does not batch (one class in the rows, three classes, other
+    solver settings)."""
+    from recourse_sim.learners.logistic import fit_batch
+
+    rng = np.random.default_rng(3)
+    data, learners, batched = [], [], []
+    for k, (n, kwargs) in enumerate(
+        [
+            (300, {"standardize": True, "update_rule": "window", "window": 1}),
+            (120, {"standardize": True, "update_rule": "window", "window": 1}),
+            (250, {"update_rule": "sgd"}),
+            (200, {"update_rule": "refit", "n_classes": 2}),
+            (40, {"n_classes": 2}),  # one class: `fit` itself
+            (150, {"n_classes": 3}),  # softmax: `fit` itself
+            (150, {"C": 0.5}),  # another C than the first batched learner's: `fit` itself
+        ]
+    ):
+        X = rng.normal(size=(n, 3)) * [1.0, 10.0, 0.1] + [0.0, 50.0, 1.0]
+        w = rng.normal(size=3)
+        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(X - X.mean(0)) / X.std(0) @ w))).astype(int)
+        if k == 4:
+            y[:] = 1
+        if k == 5:
+            y = rng.integers(0, 3, n)
+        data.append((X, y))
+        learners.append(LogisticRegression(**kwargs))
+        batched.append(k < 4)
+    fitted_alone = []
+    fit = LogisticRegression.fit
+
+    def counted_fit(self, X, y):
+        fitted_alone.append(self)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(LogisticRegression, "fit", counted_fit)
+    fit_batch(learners, data)
+    monkeypatch.undo()
+    assert fitted_alone == [ln for ln, b in zip(learners, batched, strict=True) if not b]
+    for learner, (X, y), in_batch in zip(learners, data, batched, strict=True):
+        single = LogisticRegression(**learner.get_params()).fit(X, y)
+        _assert_fitted_alike(learner, single, 1e-9 if in_batch else 0.0)
