@@ -8,10 +8,11 @@ one-line warning saying why. `make_vector_env` is that entry point.
 
 Equality with the single environment. Sub-environment i, reset with seed s_i, plays
 exactly the rollout of ``RecourseEnv`` reset with s_i: each world resets through its own
-`RecourseEnv` (the same code: named streams, history, first model, first cohort) and
-every later draw comes from that world's own streams, in the same order and sizes as
-the single environment's, so the same people, decisions, recourse, collectives and
-refits follow. What is batched is everything between the draws: decisions (the
+`RecourseEnv` (the same code: named streams, history, first model, first cohort; where
+the refits are one batch, the first models of the worlds reset together are one batched
+fit, `fit_batch`) and every later draw comes from that world's own streams, in the same
+order and sizes as the single environment's, so the same people, decisions, recourse,
+collectives and refits follow. What is batched is everything between the draws: decisions (the
 capacity rule on the last axis), individual min-cost recourse (row by row, every
 world's seekers at once), outcomes, the controlled collective's perturbations, the
 social graphs (one disjoint union: one edge sort, one cascade), the Newton refits (one
@@ -24,7 +25,7 @@ endpoint draws (``integers``, about 14 µs a call whatever its size) come from
 buffering), and a collective's doubles of a round (organisers, cascade waves,
 participation) from one ``random`` call of an upper bound, the unused rest handed back
 with ``advance``. Per number the batched arithmetic is the single environment's; a few
-sums run in another order and the refit takes another path to the same unique optimum,
+sums run in another order and the fits take another path to the same unique optimum,
 so results agree to rounding: measured, observations bit for bit and rewards within
 about 1e-16 (``tests/env/test_batched.py`` holds school's observations to float32
 rounding, lending's bit for bit, and rewards within 1e-12).

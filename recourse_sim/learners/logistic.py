@@ -978,7 +978,7 @@ def fit_batch(
     rows = np.zeros((len(batch), longest), bool)
     for k, (_learner, X_t, y_t, scaling) in enumerate(batch):
         m = len(y_t)
-        Zt[k, :d, :m] = _scaled(scaling, X_t.to(torch.float64)).numpy().T  # as `_rows`
+        Zt[k, :d, :m] = _scaled(scaling, X_t).numpy().T  # as `_rows`
         Zt[k, d, :m] = 1.0
         Y[k, :m], rows[k, :m] = y_t.numpy(), True
     first = batch[0][0]
