@@ -36,6 +36,7 @@ from train_coordinator import ConstantAction, controlled_population
 from recourse_sim.agents import OAR_ACTION
 from recourse_sim.agents.policies import evaluate
 from recourse_sim.env import RecourseEnv
+from recourse_sim.scenarios import load_scenario
 from recourse_sim.stats import mean_ci, paired_difference
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,6 +52,9 @@ class Args:
     """held-out seeds, one episode each (train_coordinator.py's)"""
     shares: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     """the shares of the population's α and of its ε that the grid crosses"""
+    horizons: tuple[int, ...] = (2, 3)
+    """other look-aheads H (model updates) to play OAR's full α and ε at, beside the
+    population's own (a setting of OAR that the -v2 action does not choose)"""
     quick: bool = False
     """smoke test: one seed, two shares, short episodes"""
     out: Path | None = None
@@ -69,24 +73,45 @@ def oar_action(alpha_share: float, budget_share: float) -> np.ndarray:
 def play_grid(args: Args) -> pd.DataFrame:
     rows = []
     for scenario in args.scenarios:
-        overrides = {f"populations__{controlled_population(scenario)}__action": "oar"}
+        population = controlled_population(scenario)
+        overrides = {f"populations__{population}__action": "oar"}
         if args.quick:
             overrides["rounds"] = 3
-        env = RecourseEnv(scenario, **overrides)
-        for alpha_share in args.shares:
-            for budget_share in args.shares:
-                policy = ConstantAction(oar_action(alpha_share, budget_share))
-                for row in evaluate(policy, env, args.eval_seeds):
-                    rows.append(
-                        {
-                            "scenario": scenario,
-                            "alpha_share": alpha_share,
-                            "budget_share": budget_share,
-                            **row,
-                        }
-                    )
-    columns = ["scenario", "alpha_share", "budget_share", "seed", "query_success"]
-    return pd.DataFrame(rows)[[*columns, "reward", "cost"]]
+        own = load_scenario(scenario).populations[population].horizon
+        cells = [(a, e, own) for a in args.shares for e in args.shares]
+        cells += [(1.0, 1.0, h) for h in args.horizons if h != own]
+        for alpha_share, budget_share, horizon in cells:
+            env = RecourseEnv(
+                scenario, **overrides, **{f"populations__{population}__horizon": horizon}
+            )
+            policy = ConstantAction(oar_action(alpha_share, budget_share))
+            for row in evaluate(policy, env, args.eval_seeds):
+                rows.append(
+                    {
+                        "scenario": scenario,
+                        "alpha_share": alpha_share,
+                        "budget_share": budget_share,
+                        "horizon": horizon,
+                        "own_horizon": horizon == own,
+                        **row,
+                    }
+                )
+    columns = ["scenario", "alpha_share", "budget_share", "horizon", "own_horizon", "seed"]
+    return pd.DataFrame(rows)[[*columns, "query_success", "reward", "cost"]]
+
+
+def _versus_oar(cell: pd.DataFrame, oar: pd.Series):
+    """The cell's query success minus OAR's (`oar`: by seed), paired by seed."""
+    cell = cell.set_index("seed")
+    return paired_difference(cell.query_success, oar.reindex(cell.index))
+
+
+def _where(diff) -> str:
+    if diff.mean - diff.half_width > 0:
+        return "above OAR at 95 %"
+    if diff.mean + diff.half_width < 0:
+        return "below OAR at 95 %"
+    return "not distinguishable from OAR at 95 %"
 
 
 def report(table: pd.DataFrame, seconds: tuple[float, float]) -> str:
@@ -95,51 +120,52 @@ def report(table: pd.DataFrame, seconds: tuple[float, float]) -> str:
         "",
         "Written by `analyses/oar_action_grid.py`. Each cell: the constant `-v2` action that "
         "acts every round at the query's own goal with the given shares of the population's "
-        "participation α and budget ε (shares 1, 1: the zero action, collective OAR), one "
-        "episode on each held-out seed. Mean ± 95 % Student-t half-width over the seeds; "
-        "the paired difference with OAR's query success is over the same seeds (same "
-        "worlds, same people).",
+        "participation α and budget ε, at the population's own look-ahead H (shares 1, 1: "
+        "the zero action, collective OAR); below them, OAR's full α and ε at other "
+        "look-aheads (H is a setting of OAR that the `-v2` action does not choose: the "
+        "scenario's is set instead). One episode on each held-out seed. Mean ± 95 % "
+        "Student-t half-width over the seeds; the paired difference with OAR's query "
+        "success is over the same seeds (same worlds, same people).",
         "",
-        "| scenario | α share | ε share | query success | reward | query success − OAR's |",
-        "|---|---|---|---|---|---|",
+        "| scenario | α share | ε share | H | query success | reward | query success − OAR's |",
+        "|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     for scenario, t in table.groupby("scenario", sort=False):
-        oar = t[(t.alpha_share == 1.0) & (t.budget_share == 1.0)].set_index("seed")
+        own = t[t.own_horizon]
+        is_oar = (own.alpha_share == 1.0) & (own.budget_share == 1.0)
+        oar = own[is_oar].set_index("seed").query_success
         best = None
-        for (alpha_share, budget_share), cell in t.groupby(
-            ["alpha_share", "budget_share"], sort=False
+        for (alpha_share, budget_share, horizon), cell in t.groupby(
+            ["alpha_share", "budget_share", "horizon"], sort=False
         ):
-            success = mean_ci(cell.query_success)
-            reward = mean_ci(cell.reward)
-            cell = cell.set_index("seed")
-            diff = paired_difference(cell.query_success, oar.query_success.reindex(cell.index))
+            success, reward = mean_ci(cell.query_success), mean_ci(cell.reward)
+            diff = _versus_oar(cell, oar)
             lines.append(
-                f"| {scenario} | {alpha_share:g} | {budget_share:g} "
+                f"| {scenario} | {alpha_share:g} | {budget_share:g} | {horizon} "
                 f"| {success.mean:.3f} ± {success.half_width:.3f} "
                 f"| {reward.mean:.3f} ± {reward.half_width:.3f} "
                 f"| {diff.mean:+.3f} ± {diff.half_width:.3f} |"
             )
-            if (alpha_share, budget_share) != (1.0, 1.0) and (
-                best is None or diff.mean > best[2].mean
-            ):
+            in_class = bool(cell.own_horizon.iloc[0]) and (alpha_share, budget_share) != (1, 1)
+            if in_class and (best is None or diff.mean > best[2].mean):
                 best = (alpha_share, budget_share, diff)
         if best is not None:
             a, e, diff = best
-            if diff.mean - diff.half_width > 0:
-                where = "above OAR at 95 %"
-            elif diff.mean + diff.half_width < 0:
-                where = "below OAR at 95 %"
-            else:
-                where = "not distinguishable from OAR at 95 %"
-            means = t.groupby(["alpha_share", "budget_share"]).query_success.mean()
-            highest = means.idxmax() == (1.0, 1.0)
+            means = own.groupby(["alpha_share", "budget_share"]).query_success.mean()
             verdicts.append(
-                f"- **{scenario}**: the best constant setting other than OAR (α share {a:g}, "
-                f"ε share {e:g}) differs from OAR's query success by {diff.mean:+.3f} ± "
-                f"{diff.half_width:.3f} ({where}); OAR's "
-                + ("is" if highest else "is not")
+                f"- **{scenario}**: the best constant `-v2` setting other than OAR (α share "
+                f"{a:g}, ε share {e:g}) differs from OAR's query success by {diff.mean:+.3f} "
+                f"± {diff.half_width:.3f} ({_where(diff)}); OAR's "
+                + ("is" if means.idxmax() == (1.0, 1.0) else "is not")
                 + " the highest mean query success of the grid."
+            )
+        for horizon, cell in t[~t.own_horizon].groupby("horizon"):
+            diff = _versus_oar(cell, oar)
+            verdicts.append(
+                f"  OAR with look-ahead H = {horizon} instead of the population's "
+                f"{int(own.horizon.iloc[0])}: {diff.mean:+.3f} ± {diff.half_width:.3f} "
+                f"({_where(diff)})."
             )
     wall, cpu = seconds
     return "\n".join(
@@ -153,7 +179,11 @@ def report(table: pd.DataFrame, seconds: tuple[float, float]) -> str:
             "A smaller α or ε is OAR with fewer members or less effort; the grid measures "
             "what that costs in query success. A policy over these settings can beat OAR "
             "only by choosing them round by round (when to act, how much), which "
-            "`train_coordinator.py --action oar` trains PPO to do.",
+            "`train_coordinator.py --action oar` trains PPO to do. The look-ahead rows "
+            "ask whether OAR itself, configured otherwise, does better: H successive "
+            "updates with the same reports model a learner that keeps them for H rounds "
+            "(a window refit), and where a longer H pays, OAR at that H (not the file's) "
+            "is the baseline a coordinator that may choose H would have to beat.",
             "",
             f"Time: {wall:.0f} s wall clock, {cpu:.0f} s CPU, one process of one CPU thread.",
             "",

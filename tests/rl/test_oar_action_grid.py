@@ -28,10 +28,11 @@ def test_shares_map_to_the_actions_entries(grid):
 def test_quick_run_writes_the_grid_with_oar_at_zero_difference(grid, tmp_path):
     grid.main(grid.Args(scenarios=("coordination_toy",), quick=True, out=tmp_path))
     table = pd.read_csv(tmp_path / "oar_action_grid.csv")
-    assert len(table) == 4 and set(table.alpha_share) == {0.5, 1.0}
+    assert len(table) == 4 + 2 and set(table.alpha_share) == {0.5, 1.0}
+    assert set(table[~table.own_horizon].horizon) == {2, 3}
     assert table.query_success.between(0, 1).all()
     report = (tmp_path / "oar_action_grid.md").read_text()
-    assert "| coordination_toy | 1 | 1 |" in report and "+0.000" in report
+    assert "| coordination_toy | 1 | 1 | 1 |" in report and "+0.000" in report
 
 
 def test_the_grid_must_hold_oar(grid, tmp_path):
