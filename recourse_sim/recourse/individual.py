@@ -603,7 +603,9 @@ def linear_min_cost(
     gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(value))
     with np.errstate(invalid="ignore"):
         if action_set.typed:  # the exact mixed-type optimum (a search over the types)
-            found = mixed_cheapest_recourse(coef, gap, X, action_set)
+            # (answers dearer than ε are dropped below: no need to search for them)
+            budget = action_set.epsilon * (1 + 1e-12)
+            found = mixed_cheapest_recourse(coef, gap, X, action_set, budget)
             delta, reachable = found.delta, found.reachable
         else:
             delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)

@@ -93,12 +93,15 @@ def mixed_cheapest_recourse(
     gap: np.ndarray,
     X: np.ndarray,
     action_set: ActionSet,
+    budget: float = np.inf,
 ) -> MixedResult:
     """min ‖w ⊙ δ‖_p subject to c·δ ≥ gap, δ in the action set's box at x and of its
     feature types, per row (`coef` c: (n, d), `gap`: (n,), ≤ 0 needs nothing), exactly
     for p ∈ {1, 2, ∞} (see the module). The ε-ball is not imposed: the caller compares
     the cost, as for `cheapest_linear_recourse`. On an untyped action set it is
-    `cheapest_linear_recourse`."""
+    `cheapest_linear_recourse`. Rows whose relaxed optimum already costs more than
+    `budget` (by far more than rounding) are not searched: their δ is 0 and their cost
+    inf (a caller that discards answers dearer than its budget loses nothing)."""
     c = np.asarray(coef, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     gap = np.broadcast_to(np.asarray(gap, dtype=np.float64), (len(X),))
@@ -114,7 +117,10 @@ def mixed_cheapest_recourse(
     # integer and continuous features move only in their gaining direction
     reach = np.where(c > 0, hi, np.where(c < 0, -lo, 0.0))
     reachable = (gap <= 0) | (gap <= _largest_gain(types, units, c, reach))
-    todo = np.flatnonzero(reachable & (gap > 0) & ~_respects(types, X, delta))
+    search = reachable & (gap > 0) & ~_respects(types, X, delta)
+    # the relaxed optimum's cost bounds the typed one's from below (the margin: rounding)
+    beyond = search & (_norm(w * delta, p) > budget * (1 + 1e-6))
+    todo = np.flatnonzero(search & ~beyond)
     if len(todo) and p in (1, 2):
         delta[todo] = _branch_and_bound(
             c[todo], gap[todo], X[todo], rlo[todo], rhi[todo], w, p, types,
@@ -125,8 +131,8 @@ def mixed_cheapest_recourse(
             c[todo], gap[todo], reach[todo], _norm(w * delta[todo], p), w, types,
             [u.rows(todo) for u in units],
         )  # fmt: skip
-    delta[~reachable] = 0.0
-    cost = np.where(reachable, _norm(w * delta, p), np.inf)
+    delta[~reachable | beyond] = 0.0
+    cost = np.where(reachable & ~beyond, _norm(w * delta, p), np.inf)
     return MixedResult(delta, reachable, cost, len(todo))
 
 
@@ -301,20 +307,27 @@ def _box_optimum(c, gap, lo, hi, w, p):
     lo, hi) for the least t ≥ 0 whose gain reaches the gap; the gain is piecewise linear
     in t, with a breakpoint where a feature leaves or reaches a box end, so t is exact
     between two sorted breakpoints. (Free features, w = 0, go to their gaining end.)"""
-    base = np.clip(0.0, lo, hi)
     if p == 1:
+        base = np.clip(0.0, lo, hi)
         need = gap - np.einsum("nd,nd->n", c, base)
         step, ok = cheapest_box_recourse(c, need, lo - base, hi - base, w, 1)
         return base + step, ok
     priced = w > 0
-    free = ~priced & (c != 0)
-    base = np.where(free, np.where(c > 0, hi, lo), base)
-    unbounded_free = free & np.isinf(base)
-    base = np.where(unbounded_free, 0.0, base)
-    a = np.where(priced, c / np.where(priced, w, 1.0) ** 2, 0.0)
+    any_free = not priced.all()
+    if any_free:
+        free = ~priced & (c != 0)
+        base = np.where(free, np.where(c > 0, hi, lo), np.clip(0.0, lo, hi))
+        unbounded_free = free & np.isinf(base)
+        base = np.where(unbounded_free, 0.0, base)
+        a = np.where(priced, c / np.where(priced, w, 1.0) ** 2, 0.0)
+    else:  # (every feature priced: no base, and a without the masking, same numbers)
+        a = c / w**2
     with np.errstate(divide="ignore", invalid="ignore"):
         ends = np.concatenate([lo / a, hi / a], 1)  # t at which each feature meets an end
-    ends = np.where(np.isfinite(ends) & (ends > 0), ends, 0.0)
+    met = np.isfinite(ends) & (ends > 0)
+    # a breakpoint at 0 in every row repeats the 0 in front: t and δ(t) depend only on
+    # the breakpoints' distinct values, so such columns are left out (fewer to sort)
+    ends = np.where(met, ends, 0.0)[:, met.any(0)]
     ts = np.sort(np.concatenate([np.zeros((len(c), 1)), ends], 1), 1)
 
     def at(t):  # (rows, k) → δ(t) (rows, k, d); feature by feature (numpy is slow on
@@ -344,12 +357,12 @@ def _box_optimum(c, gap, lo, hi, w, p):
         beyond = last + (gap - gains[:, -1]) / slope_out
     t = np.where(hit, np.minimum(np.maximum(t, t_prev), t_k), beyond)
     ok = hit | (slope_out > 0)
-    if unbounded_free.any():  # a free unbounded feature closes any gap at no cost
+    if any_free and unbounded_free.any():  # a free unbounded feature closes any gap for free
         t = np.where(unbounded_free.any(1), 0.0, t)
         ok |= unbounded_free.any(1)
     t = np.where(ok, t, last)
     delta = at(t[:, None])[:, 0]
-    if unbounded_free.any():
+    if any_free and unbounded_free.any():
         short = gap - np.einsum("nd,nd->n", c, delta)
         j = np.argmax(unbounded_free, 1)
         fill = unbounded_free.any(1) & (short > 0)
