@@ -123,8 +123,8 @@ def mixed_cheapest_recourse(
     todo = np.flatnonzero(search & ~beyond)
     if len(todo) and p in (1, 2):
         delta[todo] = _branch_and_bound(
-            c[todo], gap[todo], X[todo], rlo[todo], rhi[todo], w, p, types,
-            [u.rows(todo) for u in units],
+            c.take(todo, 0), gap[todo], X.take(todo, 0), rlo.take(todo, 0), rhi.take(todo, 0),
+            w, p, types, [u.rows(todo) for u in units],
         )  # fmt: skip
     elif len(todo) and p == np.inf:
         delta[todo] = _cost_bisection(
@@ -176,21 +176,27 @@ def _branch_and_bound(c, gap, X, lo, hi, w, p, types: _Types, units: list[_Unit]
     incumbent = np.full(n, np.inf)
     row = np.arange(n)
     moves = _allowed_moves(types, units, d)
+    # (rows are gathered with `take`: numpy's fancy indexing of 2-d arrays is far slower)
     while len(row):
-        delta, ok = _box_optimum(c[row], gap[row], lo, hi, w, p)
+        delta, ok = _box_optimum(c.take(row, 0), gap.take(row), lo, hi, w, p)
         bound = _norm(w * delta, p)
         alive = ok & (bound < incumbent[row] * (1 - 1e-12))
-        done = alive & _respects(types, X[row], delta)
+        done = alive & _respects(types, X.take(row, 0), delta)
         if done.any():
             # each row's first candidate of least bound (as taking the nodes in order,
             # replacing on a strictly lower bound) replaces its incumbent if lower
             k = np.flatnonzero(done)
-            order = k[np.lexsort((bound[k], row[k]))]
-            first = order[np.r_[True, row[order][1:] != row[order][:-1]]]
+            least = np.full(n, np.inf)
+            np.minimum.at(least, row[k], bound[k])
+            k = k[bound[k] == least[row[k]]]
+            first = np.full(n, len(k))
+            np.minimum.at(first, row[k], np.arange(len(k)))
+            first = k[first[first < len(k)]]
             better = first[bound[first] < incumbent[row[first]]]
-            incumbent[row[better]], best[row[better]] = bound[better], delta[better]
-        split = alive & ~done
-        row, lo, hi, delta = row[split], lo[split], hi[split], delta[split]
+            incumbent[row[better]] = bound[better]
+            best[row[better]] = delta.take(better, 0)
+        split = np.flatnonzero(alive & ~done)
+        row, lo, hi, delta = row[split], lo.take(split, 0), hi.take(split, 0), delta.take(split, 0)
         if not len(row):
             break
         row, lo, hi = _split(row, lo, hi, delta, X, types, units, moves)
@@ -342,9 +348,9 @@ def _box_optimum(c, gap, lo, hi, w, p):
 
     gains = np.einsum("nkd,nd->nk", at(ts), c)
     reached = gains >= gap[:, None]
-    k = np.argmax(reached, 1)
+    k = _first_true(reached)
     rows = np.arange(len(c))
-    hit = reached.any(1)
+    hit = _rows_any(reached)
     # beyond the last breakpoint only unbounded features still move
     last = ts[:, -1]
     moving = priced & (((a > 0) & np.isinf(hi)) | ((a < 0) & np.isinf(lo)))
@@ -393,12 +399,12 @@ def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
         off[:, j] = ~(np.abs(m[row] - delta[:, j, None]) <= _TOL).any(1)
     # groups first: a group's relaxation is the weakest (each column moves alone), and
     # fixing it early spares every subtree its own split of the group
-    broken = ~_respects_groups(types, X[row], delta)
-    single = off.any(1) & ~broken.any(1)
+    broken = ~_respects_groups(types, X.take(row, 0), delta)
+    single = _rows_any(off) & ~_rows_any(broken)
     children = []
     if single.any():
         k = np.flatnonzero(single)
-        j = off[k].argmax(1)
+        j = off.take(k, 0).argmax(1)
         v = delta[k, j]
         below, above = np.empty(len(k)), np.empty(len(k))
         on_grid = grid[j]
@@ -412,11 +418,11 @@ def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
                 above[sel] = np.nanmin(np.where(m > v[sel, None], m, np.nan), 1)
         for end, side in ((below, hi), (above, lo)):
             keep = ~np.isnan(end)
-            lo_c, hi_c = lo[k[keep]].copy(), hi[k[keep]].copy()
+            lo_c, hi_c = lo.take(k[keep], 0), hi.take(k[keep], 0)
             (hi_c if side is hi else lo_c)[np.arange(keep.sum()), j[keep]] = end[keep]
-            fits = (lo_c <= hi_c + _TOL).all(1)
-            children.append((row[k[keep]][fits], lo_c[fits], hi_c[fits]))
-    rest = np.flatnonzero(broken.any(1))
+            fits = np.flatnonzero(_rows_all(lo_c <= hi_c + _TOL))
+            children.append((row[k[keep]][fits], lo_c.take(fits, 0), hi_c.take(fits, 0)))
+    rest = np.flatnonzero(_rows_any(broken))
     if len(rest):
         # a one-hot group off its levels: fix it to each useful switch, or to staying
         g = broken[rest].argmax(1)
@@ -510,6 +516,37 @@ def _cost_bisection(c, gap, reach, lower, w, types: _Types, units: list[_Unit]) 
     return delta
 
 
+def _rows_any(mask: np.ndarray) -> np.ndarray:
+    """mask.any(1), column by column: numpy reduces a short last axis row by row, slowly."""
+    if mask.shape[1] > 16:
+        return mask.any(1)
+    out = np.zeros(len(mask), bool)
+    for j in range(mask.shape[1]):
+        out |= mask[:, j]
+    return out
+
+
+def _rows_all(mask: np.ndarray) -> np.ndarray:
+    """mask.all(1), column by column (as `_rows_any`)."""
+    if mask.shape[1] > 16:
+        return mask.all(1)
+    out = np.ones(len(mask), bool)
+    for j in range(mask.shape[1]):
+        out &= mask[:, j]
+    return out
+
+
+def _first_true(mask: np.ndarray) -> np.ndarray:
+    """np.argmax(mask, 1): each row's first True column (0 where none), column by column
+    (as `_rows_any`)."""
+    if mask.shape[1] > 16:
+        return np.argmax(mask, 1)
+    first = np.zeros(len(mask), np.intp)
+    for j in range(mask.shape[1] - 1, -1, -1):
+        np.copyto(first, j, where=mask[:, j])
+    return first
+
+
 def _norm(a: np.ndarray, p: float) -> np.ndarray:
     return np.linalg.norm(a, ord=p, axis=-1)
 
@@ -569,7 +606,7 @@ def _respects(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
     grid = types.step > 0
     if grid.any():
         k = delta[:, grid] / types.step[grid]
-        ok &= (np.abs(k - np.round(k)) <= _TOL).all(1)
+        ok &= _rows_all(np.abs(k - np.round(k)) <= _TOL)
     for j, levels in types.levels.items():
         value = X[:, j] + delta[:, j]
         on_level = (np.abs(value[:, None] - levels[None, :]) <= _TOL).any(1)
