@@ -593,27 +593,37 @@ class BatchedRecourseEnv(VectorEnv):
         acted = tried  # (one population acts per person: the earlier ones' movers are out)
         seekers = ~favourable_before & ~acted & self._select(s, st["group"], st["y0"])
         rngs = self._pop_rngs[s.population]
-        uniforms = np.stack([rngs[i].random(n) for i in range(B)])
+        uniforms = np.empty((B, n))
+        for i in range(B):  # (each world's draws straight into its row)
+            rngs[i].random(out=uniforms[i])
         trying = seekers & (uniforms < s.spec.participation)
-        world, row = np.nonzero(trying)
-        if not len(world):
+        # the seekers' flat indices into (B, n): reads gather with `take`, as numpy's
+        # indexing by (world, row) pairs is several times slower
+        flat = np.flatnonzero(trying)
+        if not len(flat):
             return
-        X_rows = X_rep[world, row]
+        world, row = np.divmod(flat, n)
+
+        def rows_of(a: np.ndarray) -> np.ndarray:  # a[world, row] of a (B, n, ...) array
+            return a.reshape(B * n, *a.shape[2:]).take(flat, 0)
+
+        X_rows = rows_of(X_rep)
         if s.action_set.epsilon > 0:
             # the goal's log-odds and their gradient in x, per row (`goal_margin`)
             sign = 1.0 if self._fav == 1 else -1.0
             # (the seekers have not moved yet: their standardised reports are the cohort's)
-            Xs_rows = st["Xs"][world, row]
-            value = sign * (np.einsum("rd,rd->r", Xs_rows, theta[world, :d]) + theta[world, d])
-            coef = sign * theta[world, :d] / st["x_scale"][world]
+            Xs_rows = rows_of(st["Xs"])
+            theta_rows = theta[:, :d].take(world, 0)
+            value = sign * (np.einsum("rd,rd->r", Xs_rows, theta_rows) + theta[:, d].take(world))
+            coef = sign * theta_rows / st["x_scale"].take(world, 0)
             if cut is not None:
-                target = cut[world]
+                target = cut.take(world)
             else:
-                target = self._thresholds(st["group"])[world, row]
+                target = rows_of(self._thresholds(st["group"]))
             margin = s.spec.margin
             if not isinstance(margin, int | float):  # drawn per person, as the single env
                 q = keyed_uniforms(
-                    self._keys[margin_stream(s.population)][world], st["person"][world, row]
+                    self._keys[margin_stream(s.population)].take(world), rows_of(st["person"])
                 )
                 margin = seeker_margins(margin, q)
             need = target + margin
@@ -624,11 +634,11 @@ class BatchedRecourseEnv(VectorEnv):
         found_tried = np.ones(len(world), bool)
         if cut is not None:
             # rejected at the cut-off by a tie: nothing to move, so nobody tries
-            idle = tie_key(p[world, row]) >= tie_key(cut[world])
+            idle = tie_key(rows_of(p)) >= tie_key(cut.take(world))
             if idle.any():
                 delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
         found = IndividualResult(delta, found_tried, found_cost)
-        res = adapt(s.spec, found, st["v"][world, row], action_set=s.action_set, X=X_rows)
+        res = adapt(s.spec, found, rows_of(st["v"]), action_set=s.action_set, X=X_rows)
         X_rep[world, row] += res.delta
         tried[world, row] |= res.tried
         cost[world, row] = np.where(res.tried, res.cost, cost[world, row])

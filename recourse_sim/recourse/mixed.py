@@ -333,8 +333,8 @@ def _box_optimum(c, gap, lo, hi, w, p):
     met = np.isfinite(ends) & (ends > 0)
     # a breakpoint at 0 in every row repeats the 0 in front: t and δ(t) depend only on
     # the breakpoints' distinct values, so such columns are left out (fewer to sort)
-    ends = np.where(met, ends, 0.0)[:, met.any(0)]
-    ts = np.sort(np.concatenate([np.zeros((len(c), 1)), ends], 1), 1)
+    ends = np.where(met, ends, 0.0).compress(met.any(0), 1)
+    ts = np.concatenate([np.zeros((len(c), 1)), _sorted_rows(ends)], 1)  # (ends ≥ 0)
 
     def at(t):  # (rows, k) → δ(t) (rows, k, d); feature by feature (numpy is slow on
         # a short last axis broadcast against a stack), the same operations per number
@@ -349,15 +349,23 @@ def _box_optimum(c, gap, lo, hi, w, p):
     gains = np.einsum("nkd,nd->nk", at(ts), c)
     reached = gains >= gap[:, None]
     k = _first_true(reached)
-    rows = np.arange(len(c))
     hit = _rows_any(reached)
-    # beyond the last breakpoint only unbounded features still move
+    # beyond the last breakpoint only unbounded features still move (rows not hit)
     last = ts[:, -1]
-    moving = priced & (((a > 0) & np.isinf(hi)) | ((a < 0) & np.isinf(lo)))
-    slope_out = np.where(moving, c * a, 0.0).sum(1)
+    slope_out = np.zeros(len(c))
+    out = np.flatnonzero(~hit)
+    if len(out):
+        c_out, a_out = c.take(out, 0), a.take(out, 0)
+        moving = priced & (
+            ((a_out > 0) & np.isinf(hi.take(out, 0))) | ((a_out < 0) & np.isinf(lo.take(out, 0)))
+        )
+        slope_out[out] = np.where(moving, c_out * a_out, 0.0).sum(1)
+    # (gathers at each row's breakpoint k − 1 and k through flat indices: faster)
+    at_prev = np.arange(len(c)) * ts.shape[1] + np.maximum(k - 1, 0)
+    at_k = at_prev + (k > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_prev, g_prev = ts[rows, np.maximum(k - 1, 0)], gains[rows, np.maximum(k - 1, 0)]
-        t_k, g_k = ts[rows, k], gains[rows, k]
+        t_prev, g_prev = ts.ravel().take(at_prev), gains.ravel().take(at_prev)
+        t_k, g_k = ts.ravel().take(at_k), gains.ravel().take(at_k)
         inside = t_prev + (gap - g_prev) * (t_k - t_prev) / (g_k - g_prev)
         t = np.where(k == 0, 0.0, np.where(g_k > g_prev, inside, t_k))
         beyond = last + (gap - gains[:, -1]) / slope_out
@@ -514,6 +522,23 @@ def _cost_bisection(c, gap, reach, lower, w, types: _Types, units: list[_Unit]) 
         move, _ = cheapest_box_recourse(np.where(cont, c, 0.0), residual, lo, hi, w, np.inf)
         delta = np.where(cont & (residual > 0)[:, None], move, delta)
     return delta
+
+
+def _sorted_rows(m: np.ndarray) -> np.ndarray:
+    """np.sort(m, 1) for m without NaN or −0: for up to 5 columns an odd-even
+    transposition network of np.minimum / np.maximum over the columns (each returns one of
+    its two numbers, so the sorted values are the same); numpy sorts short rows slowly."""
+    k = m.shape[1]
+    if k > 5:
+        return np.sort(m, 1)
+    cols = [m[:, j] for j in range(k)]
+    for r in range(k):
+        for j in range(r % 2, k - 1, 2):
+            cols[j], cols[j + 1] = (
+                np.minimum(cols[j], cols[j + 1]),
+                np.maximum(cols[j], cols[j + 1]),
+            )
+    return np.stack(cols, 1) if k else m.copy()
 
 
 def _rows_any(mask: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from recourse_sim.data import load
 from recourse_sim.learners import LogisticRegression
-from recourse_sim.recourse import ActionSet, individual_recourse
+from recourse_sim.recourse import ActionSet, individual_recourse, mixed
 from recourse_sim.recourse.mixed import mixed_cheapest_recourse
 
 # -- small problems against brute force ------------------------------------------------
@@ -116,6 +116,41 @@ def test_one_row_search_equals_the_batched_search():
     assert (together.reachable == [a.reachable[0] for a in alone]).all()
     assert together.reachable.sum() > 40
     np.testing.assert_allclose([a.cost[0] for a in alone], together.cost, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+def test_budget_skips_only_rows_dearer_than_it(p):
+    """Rows whose relaxed optimum costs more than the budget are not searched (δ 0, cost
+    inf); every other row's answer is the one without a budget, to the bit."""
+    rng = np.random.default_rng(2)
+    aset = _small(rng, p, 1)[1]
+    X = np.array([_small(rng, p, 1)[0] for _ in range(60)])
+    c = rng.normal(size=(60, 8))
+    gap = rng.uniform(0.0, 4.0, 60)
+    full = mixed_cheapest_recourse(c, gap, X, aset)
+    budget = float(np.median(full.cost[full.reachable]))
+    cut = mixed_cheapest_recourse(c, gap, X, aset, budget)
+    kept = full.cost <= budget
+    assert 10 < kept.sum() < 50
+    assert (cut.delta[kept] == full.delta[kept]).all() and (cut.cost[kept] == full.cost[kept]).all()
+    assert (cut.reachable == full.reachable).all()
+    skipped = np.isinf(cut.cost) & full.reachable
+    assert skipped.any() and (full.cost[skipped] > budget).all()
+    assert (cut.delta[skipped] == 0).all()
+    assert cut.searched_rows < full.searched_rows
+
+
+def test_short_row_helpers_equal_numpy():
+    """The column-by-column row reductions and the sorting network of the search give
+    numpy's answers (sorted values to the bit; ends are ≥ 0 and not NaN)."""
+    rng = np.random.default_rng(3)
+    for k in range(8):
+        m = np.where(rng.random((500, k)) < 0.3, 0.0, rng.choice([0.5, 1.0, 2.0, np.inf], (500, k)))
+        assert np.array_equal(mixed._sorted_rows(m).view(np.uint64), np.sort(m, 1).view(np.uint64))
+        b = rng.random((500, k)) < 0.3
+        assert (mixed._rows_any(b) == b.any(1)).all() and (mixed._rows_all(b) == b.all(1)).all()
+        if k:
+            assert (mixed._first_true(b) == np.argmax(b, 1)).all()
 
 
 # -- German credit, every rejected row, against an independent MILP --------------------
