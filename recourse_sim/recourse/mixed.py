@@ -39,7 +39,7 @@ from operator import mul
 import numpy as np
 
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.cheapest import cheapest_box_recourse
+from recourse_sim.recourse.cheapest import _first_true, cheapest_box_recourse
 
 _TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
 # p = 1 with at most this many rows to search: one row at a time on Python floats
@@ -559,17 +559,6 @@ def _rows_all(mask: np.ndarray) -> np.ndarray:
     for j in range(mask.shape[1]):
         out &= mask[:, j]
     return out
-
-
-def _first_true(mask: np.ndarray) -> np.ndarray:
-    """np.argmax(mask, 1): each row's first True column (0 where none), column by column
-    (as `_rows_any`)."""
-    if mask.shape[1] > 16:
-        return np.argmax(mask, 1)
-    first = np.zeros(len(mask), np.intp)
-    for j in range(mask.shape[1] - 1, -1, -1):
-        np.copyto(first, j, where=mask[:, j])
-    return first
 
 
 def _norm(a: np.ndarray, p: float) -> np.ndarray:

@@ -12,7 +12,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from recourse_sim.data import load
 from recourse_sim.learners import LogisticRegression
-from recourse_sim.recourse import ActionSet, individual_recourse, mixed
+from recourse_sim.recourse import ActionSet, cheapest, individual_recourse, mixed
 from recourse_sim.recourse.mixed import mixed_cheapest_recourse
 
 # -- small problems against brute force ------------------------------------------------
@@ -141,8 +141,8 @@ def test_budget_skips_only_rows_dearer_than_it(p):
 
 
 def test_short_row_helpers_equal_numpy():
-    """The column-by-column row reductions and the sorting network of the search give
-    numpy's answers (sorted values to the bit; ends are ≥ 0 and not NaN)."""
+    """The column-by-column row reductions, running sums and sorting networks of the
+    search give numpy's answers to the bit (ends are ≥ 0 and not NaN)."""
     rng = np.random.default_rng(3)
     for k in range(8):
         m = np.where(rng.random((500, k)) < 0.3, 0.0, rng.choice([0.5, 1.0, 2.0, np.inf], (500, k)))
@@ -150,7 +150,17 @@ def test_short_row_helpers_equal_numpy():
         b = rng.random((500, k)) < 0.3
         assert (mixed._rows_any(b) == b.any(1)).all() and (mixed._rows_all(b) == b.all(1)).all()
         if k:
-            assert (mixed._first_true(b) == np.argmax(b, 1)).all()
+            assert (cheapest._first_true(b) == np.argmax(b, 1)).all()
+        # ties: a stable sort keeps their order, which the slopes carried along show
+        t, slope = np.round(m, 0), rng.normal(size=(500, k))
+        order = np.argsort(t, axis=1, kind="stable")
+        t_s, s_s = cheapest._sorted_by_end(t, slope)
+        assert np.array_equal(t_s, np.take_along_axis(t, order, 1))
+        assert np.array_equal(
+            s_s.view(np.uint64), np.take_along_axis(slope, order, 1).view(np.uint64)
+        )
+        cum = cheapest._cumsum_rows(slope)
+        assert np.array_equal(cum.view(np.uint64), np.cumsum(slope, 1).view(np.uint64))
 
 
 # -- German credit, every rejected row, against an independent MILP --------------------
