@@ -104,7 +104,8 @@ def _breakpoints(c, corner, w, priced, residual, p):
     with np.errstate(invalid="ignore"):
         full = np.where(s_s > 0, s_s * t_s, 0.0)  # a saturated feature's gain
         saturated = _cumsum_rows(full)
-        moving = s_s.sum(1, keepdims=True) - _cumsum_rows(s_s)  # slope after each breakpoint
+        slope_sum = _row_sums(s_s)
+        moving = slope_sum[:, None] - _cumsum_rows(s_s)  # slope after each breakpoint
         at = saturated + np.where(moving > 0, t_s * moving, 0.0)  # gain at each breakpoint
     total = at[:, -1]
     reached = at >= residual[:, None]
@@ -112,7 +113,7 @@ def _breakpoints(c, corner, w, priced, residual, p):
     # on [t_{k-1}, t_k] the gain is saturated_{k-1} + t · moving_{k-1} (flat gathers: faster)
     before = np.arange(len(c)) * c.shape[1] + np.maximum(k - 1, 0)
     base = np.where(k > 0, saturated.ravel().take(before), 0.0)
-    rate = np.where(k > 0, moving.ravel().take(before), s_s.sum(1))
+    rate = np.where(k > 0, moving.ravel().take(before), slope_sum)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(rate > 0, (residual - base) / rate, 0.0)
         move = np.clip(t[:, None] * a, np.minimum(corner, 0.0), np.maximum(corner, 0.0))
@@ -139,6 +140,18 @@ def _sorted_by_end(t_end: np.ndarray, slope: np.ndarray):
     if not d:
         return t_end.copy(), slope.copy()
     return np.stack(t, 1), np.stack(s, 1)
+
+
+def _row_sums(m: np.ndarray) -> np.ndarray:
+    """m.sum(1), the same numbers: numpy adds fewer than 8 numbers in order, from 0
+    (pairwise summation's base case), so column by column does too, faster on short
+    rows (`tests/recourse/test_mixed.py` checks it against numpy)."""
+    if m.shape[1] >= 8:
+        return m.sum(1)
+    out = np.zeros(len(m))
+    for j in range(m.shape[1]):
+        out += m[:, j]
+    return out
 
 
 def _cumsum_rows(m: np.ndarray) -> np.ndarray:

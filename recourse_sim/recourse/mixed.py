@@ -39,7 +39,7 @@ from operator import mul
 import numpy as np
 
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.cheapest import _first_true, cheapest_box_recourse
+from recourse_sim.recourse.cheapest import _first_true, _row_sums, cheapest_box_recourse
 
 _TOL = 1e-9  # how far from a grid point or level a value may be and still count as on it
 # p = 1 with at most this many rows to search: one row at a time on Python floats
@@ -157,7 +157,7 @@ def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.nd
     grid = types.step > 0
     span[:, grid] = np.floor(reach[:, grid] / types.step[grid] + _TOL) * types.step[grid]
     with np.errstate(invalid="ignore"):  # inf · 0
-        gain = np.where(types.in_unit | (c == 0), 0.0, np.abs(c) * span).sum(1)
+        gain = _row_sums(np.where(types.in_unit | (c == 0), 0.0, np.abs(c) * span))
     for u in units:
         gain += np.where(u.useful, u.gain, 0.0).max(1, initial=0.0)
     return gain
@@ -359,7 +359,7 @@ def _box_optimum(c, gap, lo, hi, w, p):
         moving = priced & (
             ((a_out > 0) & np.isinf(hi.take(out, 0))) | ((a_out < 0) & np.isinf(lo.take(out, 0)))
         )
-        slope_out[out] = np.where(moving, c_out * a_out, 0.0).sum(1)
+        slope_out[out] = _row_sums(np.where(moving, c_out * a_out, 0.0))
     # (gathers at each row's breakpoint k − 1 and k through flat indices: faster)
     at_prev = np.arange(len(c)) * ts.shape[1] + np.maximum(k - 1, 0)
     at_k = at_prev + (k > 0)
@@ -562,6 +562,8 @@ def _rows_all(mask: np.ndarray) -> np.ndarray:
 
 
 def _norm(a: np.ndarray, p: float) -> np.ndarray:
+    if a.ndim == 2 and p in (1, 2):  # (np.linalg.norm's operations, the sums by row)
+        return np.sqrt(_row_sums(a * a)) if p == 2 else _row_sums(np.abs(a))
     return np.linalg.norm(a, ord=p, axis=-1)
 
 

@@ -144,7 +144,7 @@ def test_short_row_helpers_equal_numpy():
     """The column-by-column row reductions, running sums and sorting networks of the
     search give numpy's answers to the bit (ends are ≥ 0 and not NaN)."""
     rng = np.random.default_rng(3)
-    for k in range(8):
+    for k in range(10):
         m = np.where(rng.random((500, k)) < 0.3, 0.0, rng.choice([0.5, 1.0, 2.0, np.inf], (500, k)))
         assert np.array_equal(mixed._sorted_rows(m).view(np.uint64), np.sort(m, 1).view(np.uint64))
         b = rng.random((500, k)) < 0.3
@@ -158,6 +158,12 @@ def test_short_row_helpers_equal_numpy():
         assert np.array_equal(t_s, np.take_along_axis(t, order, 1))
         assert np.array_equal(
             s_s.view(np.uint64), np.take_along_axis(slope, order, 1).view(np.uint64)
+        )
+        wide = slope * 10.0 ** rng.integers(-8, 8, (500, k))  # (rounding shows the order)
+        assert np.array_equal(cheapest._row_sums(wide).view(np.uint64), wide.sum(1).view(np.uint64))
+        zeros = np.full((3, k), -0.0)
+        assert np.array_equal(
+            cheapest._row_sums(zeros).view(np.uint64), zeros.sum(1).view(np.uint64)
         )
         cum = cheapest._cumsum_rows(slope)
         assert np.array_equal(cum.view(np.uint64), np.cumsum(slope, 1).view(np.uint64))
