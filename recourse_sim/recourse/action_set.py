@@ -327,8 +327,8 @@ class ActionSet:
         with np.errstate(invalid="ignore"):  # inf − inf cannot occur: X is finite
             hi = np.minimum(self.max_change_, self.upper_ - X)
             lo = np.maximum(-self.max_change_, self.lower_ - X)
-        hi[..., self.decrease_mask | self.immutable_mask] = 0.0
-        lo[..., self.increase_mask | self.immutable_mask] = 0.0
+        np.copyto(hi, 0.0, where=self.decrease_mask | self.immutable_mask)
+        np.copyto(lo, 0.0, where=self.increase_mask | self.immutable_mask)
         # staying put is always allowed, even where x already breaks a bound
         return np.minimum(lo, 0.0, out=lo), np.maximum(hi, 0.0, out=hi)
 

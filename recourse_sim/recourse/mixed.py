@@ -155,7 +155,7 @@ def _largest_gain(types: _Types, units: list[_Unit], c: np.ndarray, reach: np.nd
     """Each row's largest c·δ over the typed moves in the box."""
     span = reach.copy()
     grid = types.step > 0
-    span[:, grid] = np.floor(reach[:, grid] / types.step[grid] + _TOL) * types.step[grid]
+    span[:, grid] = np.floor(reach.compress(grid, 1) / types.step[grid] + _TOL) * types.step[grid]
     with np.errstate(invalid="ignore"):  # inf · 0
         gain = _row_sums(np.where(types.in_unit | (c == 0), 0.0, np.abs(c) * span))
     for u in units:
@@ -401,19 +401,21 @@ def _split(row, lo, hi, delta, X, types: _Types, units: list[_Unit], moves):
     off = np.zeros((n, d), bool)
     grid = types.step > 0
     if grid.any():
-        k = delta[:, grid] / types.step[grid]
+        k = delta.compress(grid, 1) / types.step[grid]
         off[:, grid] = np.abs(k - np.round(k)) > _TOL
     for j, m in moves.items():
         off[:, j] = ~(np.abs(m[row] - delta[:, j, None]) <= _TOL).any(1)
     # groups first: a group's relaxation is the weakest (each column moves alone), and
     # fixing it early spares every subtree its own split of the group
-    broken = ~_respects_groups(types, X.take(row, 0), delta)
+    broken = np.zeros((n, 0), bool)  # (no groups: nothing to gather)
+    if types.groups:
+        broken = ~_respects_groups(types, X.take(row, 0), delta)
     single = _rows_any(off) & ~_rows_any(broken)
     children = []
     if single.any():
         k = np.flatnonzero(single)
-        j = off.take(k, 0).argmax(1)
-        v = delta[k, j]
+        j = _first_true(off.take(k, 0))
+        v = delta.ravel().take(k * d + j)
         below, above = np.empty(len(k)), np.empty(len(k))
         on_grid = grid[j]
         s, vg = types.step[j[on_grid]], v[on_grid]
@@ -606,8 +608,8 @@ def _relaxed_box(types: _Types, units: list[_Unit], lo, hi):
     grid = types.step > 0
     if grid.any():
         s = types.step[grid]
-        rlo[:, grid] = np.ceil(lo[:, grid] / s - _TOL) * s
-        rhi[:, grid] = np.floor(hi[:, grid] / s + _TOL) * s
+        rlo[:, grid] = np.ceil(lo.compress(grid, 1) / s - _TOL) * s
+        rhi[:, grid] = np.floor(hi.compress(grid, 1) / s + _TOL) * s
     for u in units:
         for k, j in enumerate(u.cols):
             m = np.where(u.useful, u.moves[:, :, k], 0.0)
@@ -621,7 +623,7 @@ def _respects(types: _Types, X: np.ndarray, delta: np.ndarray) -> np.ndarray:
     ok = np.ones(len(X), bool)
     grid = types.step > 0
     if grid.any():
-        k = delta[:, grid] / types.step[grid]
+        k = delta.compress(grid, 1) / types.step[grid]
         ok &= _rows_all(np.abs(k - np.round(k)) <= _TOL)
     for j, levels in types.levels.items():
         value = X[:, j] + delta[:, j]
