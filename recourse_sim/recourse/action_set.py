@@ -325,8 +325,10 @@ class ActionSet:
     def _box(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`box` on a float64 array, as float64 arrays."""
         with np.errstate(invalid="ignore"):  # inf − inf cannot occur: X is finite
-            hi = np.minimum(self.max_change_, self.upper_ - X)
-            lo = np.maximum(-self.max_change_, self.lower_ - X)
+            hi, lo = self.upper_ - X, self.lower_ - X
+            if np.isfinite(self.max_change_).any():  # (an infinite one changes nothing)
+                np.minimum(self.max_change_, hi, out=hi)
+                np.maximum(-self.max_change_, lo, out=lo)
         np.copyto(hi, 0.0, where=self.decrease_mask | self.immutable_mask)
         np.copyto(lo, 0.0, where=self.increase_mask | self.immutable_mask)
         # staying put is always allowed, even where x already breaks a bound
