@@ -116,7 +116,12 @@ def true_success_probability(
 
 
 def _success_probability(merit: np.ndarray, threshold: float, sharpness: float) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-sharpness * (merit - threshold)))
+    # 1 / (1 + exp(-sharpness (merit - threshold))), in place in one new array
+    z = np.subtract(merit, threshold)
+    z *= -sharpness
+    np.exp(z, out=z)
+    z += 1.0
+    return np.divide(1.0, z, out=z)
 
 
 def true_outcome(
@@ -291,7 +296,7 @@ def school_numbers(
         rng.random(out=u)
         rng.standard_normal(out=z)
     neighbourhood = (uniforms < frac_n2).astype(np.int64)
-    rates = np.where(neighbourhood == 0, extracurricular_rate_n1, extracurricular_rate_n2)
+    rates = np.array([extracurricular_rate_n1, extracurricular_rate_n2])[neighbourhood]
     extracurriculars, outcome, admission = np.empty((B, n)), np.empty((B, n)), np.empty((B, n))
     for b, rng in enumerate(rngs):
         extracurriculars[b] = rng.poisson(rates[b])
@@ -321,22 +326,32 @@ def school_from_numbers(
     """The cohort (or, along the last axis, each of a stack of cohorts) that the random
     `numbers` make."""
     neighbourhood = numbers.neighbourhood
-    # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0.
-    ability = numbers.ability_noise + ability_gap * (0.5 - neighbourhood)
-    # feature by feature: numpy is slow on a last axis of 3 broadcast against a stack
-    X = np.empty((*ability.shape, 4))
+    # Shift N1 up and N2 down by half the gap so the cohort mean stays near 0
+    # (``ability_gap * (0.5 - neighbourhood)``, looked up).
+    shift = np.array([ability_gap * 0.5, ability_gap * (0.5 - 1)])
+    ability = numbers.ability_noise + shift[neighbourhood]
+    shape = ability.shape
+    X = np.empty((*shape, 4))
+    # merit once, for the true outcome (`true_outcome`'s draw), the admission and S
+    standardised = np.empty((*shape, 3))
+    # feature by feature, in one contiguous buffer: numpy is slow on a last axis of 3
+    # broadcast against a stack, and on strided operands
     noise = numbers.feature_noise
+    feature = np.empty(shape)
     for j in range(3):
-        X[..., j] = _MEAN[j] + ability * _LOADING[j] + noise[..., j] * _NOISE[j]
-    X[..., 0] = np.clip(X[..., 0], 0.0, 4.0)  # GPA scale
-    X[..., 2] = np.clip(X[..., 2], 0.0, None)  # hours cannot be negative
+        np.multiply(ability, _LOADING[j], out=feature)
+        feature += _MEAN[j]
+        feature += noise[..., j] * _NOISE[j]
+        if j == 0:  # GPA scale (np.clip's result, features being finite)
+            np.maximum(feature, 0.0, out=feature)
+            np.minimum(feature, 4.0, out=feature)
+        elif j == 2:  # hours cannot be negative
+            np.maximum(feature, 0.0, out=feature)
+        X[..., j] = feature
+        feature -= _MEAN[j]
+        np.divide(feature, _SCALE[j], out=standardised[..., j])
     extracurriculars = numbers.extracurriculars
     X[..., 3] = extracurriculars
-
-    # merit once, for the true outcome (`true_outcome`'s draw), the admission and S
-    standardised = np.empty((*ability.shape, 3))
-    for j in range(3):
-        standardised[..., j] = (X[..., j] - _MEAN[j]) / _SCALE[j]
     merit = standardised @ _MERIT_WEIGHTS
     p = _success_probability(merit, outcome_threshold, outcome_sharpness)
     y_true = (numbers.outcome_uniform < p).astype(np.int64)
@@ -344,9 +359,11 @@ def school_from_numbers(
     # Historical admission: a fixed number of H1 places, ranked by a score that
     # wrongly rewards the proxy; standardised within the cohort so proxy_weight
     # is comparable to merit whatever the activity rates.
-    extra_sd = extracurriculars.std(axis=-1, keepdims=True)
-    extra_mean = extracurriculars.mean(axis=-1, keepdims=True)
-    extra_z = (extracurriculars - extra_mean) / np.where(extra_sd > 0, extra_sd, 1.0)
+    # np.std's and np.mean's arithmetic, without their overhead
+    n = shape[-1]
+    extra_dev = extracurriculars - np.add.reduce(extracurriculars, axis=-1, keepdims=True) / n
+    extra_sd = np.sqrt(np.add.reduce(extra_dev * extra_dev, axis=-1, keepdims=True) / n)
+    extra_z = extra_dev / np.where(extra_sd > 0, extra_sd, 1.0)
     hist_score = merit + proxy_weight * extra_z + admission_noise * numbers.admission_noise
     cut = _quantile(hist_score, 1.0 - h1_capacity)
     y_hist = (hist_score > cut[..., None]).astype(np.int64)

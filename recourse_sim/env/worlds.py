@@ -237,11 +237,10 @@ class School(World):
     """The OAR paper's district: neighbourhoods N1/N2 are the groups; H1 is favourable."""
 
     def __init__(self, spec: SchoolWorld):
-        from recourse_sim.data import SCHOOL_FEATURES, school_world, true_success_probability
+        from recourse_sim.data import SCHOOL_FEATURES, true_success_probability
         from recourse_sim.data.school import draw_school
 
         self.spec = spec
-        self._school_world = school_world
         # the validated spec's keywords bound once: people are drawn every round
         self._draw_people = functools.partial(draw_school, **spec.generator_kwargs())
         self.cohort_size = spec.cohort_size
@@ -273,8 +272,9 @@ class School(World):
         self.group_labels = ("N1", "N2")
 
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        c = self._school_world(self.spec.history_size, rng, **self.spec.generator_kwargs())
-        return np.array(c.X), np.array(c.y_hist)
+        # `school_world`'s cohort as new plain arrays (the scenario has validated the spec)
+        c = self._draw_people(self.spec.history_size, rng)
+        return c.X, c.y_hist
 
     def newcomers(self, n: int, rng: np.random.Generator) -> Cohort:
         # `school_world`'s cohort as plain arrays: the scenario has validated the spec,

@@ -843,51 +843,50 @@ def newton_refit_batch(
     out = theta.copy()
     penalised = np.ones(D)
     penalised[-1] = 0.0  # the intercept
-    # the Hessian's distinct entries Σᵢ cᵢ zᵢₐ zᵢᵦ as one product with the rows' zₐ zᵦ
-    upper_a, upper_b = np.triu_indices(D)
-    outer = np.empty((B, len(upper_a), n))  # (a fancy-indexed product is 40 times slower)
-    for k, (a, b) in enumerate(zip(upper_a, upper_b, strict=True)):
-        np.multiply(Zt[:, a], Zt[:, b], out=outer[:, k])
-    diagonal = np.arange(D - 1)
+    outer, fill = _hessian_products(Zt)
+    # the Hessian (flattened) in one buffer: every entry is rewritten each iteration
+    H = np.empty((B, D * D))
+    diagonal = np.arange(D - 1) * (D + 1)  # the penalised diagonal's flat positions
+    identity = np.eye(D).ravel()
     todo = ~one_class  # worlds still iterating
     th = theta
     f = np.full(B, np.nan)  # the risk at θ where known
     previous = np.full(B, np.inf)  # each world's last full step (inf: none or damped)
+    logits = None  # θ's logits when the last iteration computed them
     for _ in range(max_iter):
         if not todo.any():
             break
-        logits = np.matmul(th[:, None, :], Zt)[:, 0]
+        if logits is None:
+            logits = np.matmul(th[:, None, :], Zt)[:, 0]
         # torch's sigmoid: a third of numpy's time here (its rounding differs; only the
         # path to θ* sees it)
         P = torch.sigmoid(torch.from_numpy(logits)).numpy()
         g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0] + penalised * th
         entries = C * np.matmul(outer, (P * (1.0 - P))[:, :, None])[..., 0]
-        H = np.empty((B, D, D))
-        H[:, upper_a, upper_b] = entries
-        H[:, upper_b, upper_a] = entries
-        H[:, diagonal, diagonal] += 1.0
-        H[~todo] = np.eye(D)  # finished worlds: any solvable system
-        step = np.linalg.solve(H, g[:, :, None])[..., 0]
+        np.take(entries, fill, axis=1, out=H)
+        H[:, diagonal] += 1.0
+        H[~todo] = identity  # finished worlds: any solvable system
+        step = np.linalg.solve(H.reshape(B, D, D), g[:, :, None])[..., 0]
         step_size = np.abs(step).max(1)
         scale = 1.0 + np.abs(th).max(1)
         done = todo & (step_size <= tol * scale)
-        out[done] = th[done] - step[done]
+        np.subtract(th, step, out=out, where=done[:, None])
         todo &= ~done
         # full steps contracting fast near θ*: taken untested (from further out than the
         # single refit dares, which only changes the path: θ* is unique)
         untested = todo & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_BATCH * scale)
         tested = todo & ~untested
-        t = np.where(todo, 1.0, 0.0)
+        t = todo.astype(np.float64)
         if tested.any():
-            unknown = tested & np.isnan(f)
-            if unknown.any():
-                f[unknown] = _risk_batch(th, logits, y, C, penalised, rows)[unknown]
+            unknown = np.flatnonzero(tested & np.isnan(f))
+            if len(unknown):
+                f[unknown] = _risk_of(unknown, th, logits, y, C, penalised, rows)
             decrease = (g * step).sum(1)
             # the full step of every world at once, then halving where it fails
             pending = np.flatnonzero(tested)
             trial = th - step
             trial_logits = np.matmul(trial[:, None, :], Zt)[:, 0]
-            f_trial = _risk_batch(trial, trial_logits, y, C, penalised, rows)[pending]
+            f_trial = _risk_of(pending, trial, trial_logits, y, C, penalised, rows)
             while len(pending):
                 # the slack accepts decreases below float64 resolution of f
                 ok = f_trial <= (
@@ -915,6 +914,8 @@ def newton_refit_batch(
                     )
         f[untested] = np.nan  # R is evaluated when needed
         th = th - t[:, None] * step
+        # every world still iterating took its full step: θ - step, the trial's logits
+        logits = trial_logits if tested.any() and (t[todo] == 1.0).all() else None
         previous = np.where(t == 1.0, step_size, np.inf)
     else:
         if todo.any():
@@ -928,10 +929,60 @@ def newton_refit_batch(
     return out, one_class
 
 
+def _hessian_products(Zt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' products zₐ zᵦ (a <= b) of each world's design, (B, D (D + 1) / 2, n),
+    so that the Hessian's distinct entries Σᵢ cᵢ zᵢₐ zᵢᵦ are one product with c; and for
+    each entry of the flattened (D, D) Hessian, its distinct entry's index."""
+    B, D, n = Zt.shape
+    upper_a, upper_b = np.triu_indices(D)
+    outer = np.empty((B, len(upper_a), n))
+    # row by row of the upper triangle: zₐ times all zᵦ from a on (as many multiplies
+    # as features; a fancy-indexed product is 40 times slower)
+    start = 0
+    for a in range(D):
+        np.multiply(Zt[:, a : a + 1], Zt[:, a:], out=outer[:, start : start + D - a])
+        start += D - a
+    fill = np.empty((D, D), np.intp)
+    fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
+    return outer, fill.ravel()
+
+
+# torch's elementwise kernels round a vector block and a scalar tail differently: a risk
+# of some worlds is computed, with zeros padded to a whole number of these blocks, only
+# when the whole stack is such a number too (then every element is in a block both ways)
+_TORCH_BLOCK = 64
+
+
+def _risk_of(which, theta, logits, y, C: float, penalised: np.ndarray, rows=None) -> np.ndarray:
+    """``_risk_batch(theta, logits, y, ...)[which]`` (bit for bit) for indices `which`:
+    only those worlds' risks when that is the same arithmetic."""
+    B, n = logits.shape
+    if len(which) == B or (B * n) % _TORCH_BLOCK:
+        return _risk_batch(theta, logits, y, C, penalised, rows)[which]
+    size = len(which) * n
+    padded = np.zeros(-(-size // _TORCH_BLOCK) * _TORCH_BLOCK)
+    np.take(logits, which, axis=0, out=padded[:size].reshape(len(which), n))
+    lg = padded[:size].reshape(len(which), n)
+    softplus = torch.nn.functional.softplus(torch.from_numpy(padded)).numpy()[:size]
+    return _risk_from(
+        theta[which],
+        lg,
+        softplus.reshape(len(which), n),
+        y[which],
+        C,
+        penalised,
+        None if rows is None else rows[which],
+    )
+
+
 def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray, rows=None) -> np.ndarray:
     """`LogisticRegression._risk_np` of each world (binary, intercept last): (B,);
     `rows` (B, n) bool: each world's rows (None: all)."""
     softplus = torch.nn.functional.softplus(torch.from_numpy(logits)).numpy()
+    return _risk_from(theta, logits, softplus, y, C, penalised, rows)
+
+
+def _risk_from(theta, logits, softplus, y, C: float, penalised: np.ndarray, rows) -> np.ndarray:
     loss = softplus - y * logits
     if rows is not None:
         loss = loss * rows
