@@ -122,3 +122,45 @@ def test_draw_school_is_school_worlds_draw() -> None:
         true_success_probability(cohort.X, threshold=0.3, sharpness=1.5),
     )
     assert draw.X.flags.writeable
+
+
+@pytest.mark.parametrize(("cohorts", "n", "gap"), [(3, 200, 0.0), (1, 57, 0.7), (2, 1, -0.4)])
+def test_cohort_arithmetic_is_the_plain_formulas_bit_for_bit(cohorts, n, gap) -> None:
+    """`school_from_numbers` computes the structural model as the plain numpy formulas
+    (np.clip, np.std, np.mean, one standardised matrix) would, to the last bit."""
+    from recourse_sim.data.school import (
+        _LOADING,
+        _MEAN,
+        _MERIT_WEIGHTS,
+        _NOISE,
+        _SCALE,
+        _quantile,
+        school_from_numbers,
+        school_numbers,
+    )
+
+    rngs = [np.random.default_rng(k) for k in range(cohorts)]
+    rates = {"extracurricular_rate_n1": 3.0, "extracurricular_rate_n2": 1.0}
+    numbers = school_numbers(n, rngs, frac_n2=0.5, **rates)
+    kwargs = {"h1_capacity": 0.4, "proxy_weight": 1.5, "admission_noise": 0.5}
+    kwargs |= {"query_quantile": 0.75, "outcome_threshold": 0.1, "outcome_sharpness": 2.0}
+    draw = school_from_numbers(numbers, ability_gap=gap, **kwargs)
+
+    ability = numbers.ability_noise + gap * (0.5 - numbers.neighbourhood)
+    X = _MEAN + ability[..., None] * _LOADING + numbers.feature_noise * _NOISE
+    X[..., 0] = np.clip(X[..., 0], 0.0, 4.0)
+    X[..., 2] = np.clip(X[..., 2], 0.0, None)
+    merit = ((X - _MEAN) / _SCALE) @ _MERIT_WEIGHTS
+    p = 1.0 / (1.0 + np.exp(-2.0 * (merit - 0.1)))
+    extra = numbers.extracurriculars
+    sd = extra.std(axis=-1, keepdims=True)
+    z = (extra - extra.mean(axis=-1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
+    score = merit + 1.5 * z + 0.5 * numbers.admission_noise
+    for got, want in [
+        (draw.ability, ability),
+        (draw.X[..., :3], X),
+        (draw.X[..., 3], extra),
+        (draw.success_probability, p),
+        (draw.y_hist, (score > _quantile(score, 0.6)[..., None]).astype(np.int64)),
+    ]:
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes()
