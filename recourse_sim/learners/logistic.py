@@ -957,12 +957,12 @@ def _risk_of(which, theta, logits, y, C: float, penalised: np.ndarray, rows=None
     """``_risk_batch(theta, logits, y, ...)[which]`` (bit for bit) for indices `which`:
     only those worlds' risks when that is the same arithmetic."""
     B, n = logits.shape
-    if len(which) == B or (B * n) % _TORCH_BLOCK:
+    if 2 * len(which) > B or (B * n) % _TORCH_BLOCK:  # (most worlds: the copies cost more)
         return _risk_batch(theta, logits, y, C, penalised, rows)[which]
     size = len(which) * n
     padded = np.zeros(-(-size // _TORCH_BLOCK) * _TORCH_BLOCK)
-    np.take(logits, which, axis=0, out=padded[:size].reshape(len(which), n))
     lg = padded[:size].reshape(len(which), n)
+    np.take(logits, which, axis=0, out=lg)
     softplus = torch.nn.functional.softplus(torch.from_numpy(padded)).numpy()[:size]
     return _risk_from(
         theta[which],
@@ -983,6 +983,7 @@ def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray, rows=None) ->
 
 
 def _risk_from(theta, logits, softplus, y, C: float, penalised: np.ndarray, rows) -> np.ndarray:
+    """`_risk_batch` given the logits' softplus."""
     loss = softplus - y * logits
     if rows is not None:
         loss = loss * rows
