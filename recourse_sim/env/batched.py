@@ -342,17 +342,24 @@ class BatchedRecourseEnv(VectorEnv):
         if self._remembers:
             pairs = zip(envs, seeds, strict=True)
             obs = [env.reset(seed=seed, options=options)[0] for env, seed in pairs]
-        else:
-            data = [env._reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
-            try:
-                fit_batch([env.learner for env in envs], data)
-            except ConfigError as exc:
-                source = self._first.scenario.source
-                raise ConfigError(f"{source}: fitting the first model: {exc}") from None
-            obs = [env._reset_after_fit()[0] for env in envs]
+            for i in worlds:
+                self._load_world(i)
+                env = self.envs[i]
+                proba, favourable = env._honest_decisions(env._cohort)
+                self._state["p"][i], self._state["favourable"][i] = proba[:, self._fav], favourable
+            return np.stack(obs)
+        data = [env._reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
+        try:
+            fit_batch([env.learner for env in envs], data)
+        except ConfigError as exc:
+            source = self._first.scenario.source
+            raise ConfigError(f"{source}: fitting the first model: {exc}") from None
+        for env in envs:
+            env._reset_after_fit()
         for i in worlds:
             self._load_world(i)
-        return np.stack(obs)
+        # every world's observation at once (the others' state, and so theirs, unchanged)
+        return self._observation()[worlds]
 
     def _load_world(self, i: int) -> None:
         """World `i`'s state as its `RecourseEnv` has just reset it."""
@@ -373,8 +380,6 @@ class BatchedRecourseEnv(VectorEnv):
         st["Xs"][i] = _standardised(
             c.report[None], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
         )
-        proba, favourable = env._honest_decisions(c)
-        st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
         st["acceptance"][i] = 0.0
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0

@@ -508,7 +508,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             self.learner.fit(X_hist, y_hist)
         except ConfigError as exc:
             raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
-        return self._reset_after_fit()
+        self._reset_after_fit()
+        return self._observation(), {"round": 0, "scenario": self.scenario.name}
 
     # `reset` in two halves around the first model's fit, so that a batched env can fit
     # the first models of many worlds at once (`recourse_sim.env.batched`)
@@ -528,8 +529,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         self.learner = self._new_learner(random_state=self._learner_seed)
         return X_hist, y_hist
 
-    def _reset_after_fit(self) -> tuple[np.ndarray, dict[str, Any]]:
-        """`reset` from the fitted first model on: the first cohort and observation."""
+    def _reset_after_fit(self) -> None:
+        """`reset` from the fitted first model on: the first cohort (the observation of
+        it is `reset`'s, or the batched env's for many worlds at once)."""
         world_rng = self._streams[WORLD]
         self._theta0 = self.learner.param_vector()
         self._defense = Defense(self.scenario.learner.defense, self.n_features)
@@ -551,7 +553,6 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         }
         self._last_metrics = []
         self._history = []
-        return self._observation(), {"round": 0, "scenario": self.scenario.name}
 
     def step(
         self, action: np.ndarray | None
