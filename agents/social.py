@@ -49,19 +49,26 @@ class SocialGraph:
     def from_edges(cls, n: int, a: np.ndarray, b: np.ndarray) -> SocialGraph:
         """From the endpoints of undirected edges (self-loops and duplicates removed)."""
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-        keep = a != b
-        a, b = a[keep], b[keep]
-        if n * n < 2**31:  # keys in int32: numpy sorts them twice as fast
-            a, b = a.astype(np.int32), b.astype(np.int32)
-        # both directions of every edge as one sorted key row * n + col: one sort orders
-        # the CSR by row then neighbour, and equal neighbours (duplicates) end up adjacent
-        key = np.sort(np.concatenate([a * n + b, b * n + a]))
+        return cls.from_arcs(n, np.concatenate([a, b]), np.concatenate([b, a]))
+
+    @classmethod
+    def from_arcs(cls, n: int, tail: np.ndarray, head: np.ndarray) -> SocialGraph:
+        """From arcs tail → head that hold every edge in both directions (self-loops and
+        duplicates removed)."""
+        kind = np.int32 if n * n < 2**31 else np.int64  # int32 keys: numpy sorts them faster
+        tail, head = np.asarray(tail).astype(kind, copy=False), np.asarray(head)
+        # each arc as one key row * n + col: one sort orders the CSR by row then
+        # neighbour, and equal arcs (duplicates) end up adjacent
+        key = tail * kind(n)
+        key += head
+        key = np.sort(key[tail != head])
         first = np.ones(len(key), bool)
-        first[1:] = key[1:] != key[:-1]
+        np.not_equal(key[1:], key[:-1], out=first[1:])
         key = key[first]
-        rows = key // n
-        cols = key - rows * n  # key % n without a second integer division (slow in numpy)
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
+        rows = key // kind(n)
+        cols = key - rows * kind(n)  # key % n without a second integer division (slow in numpy)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
         return cls(n=n, indptr=indptr, indices=cols.astype(np.int64))
 
     @classmethod

@@ -669,70 +669,90 @@ class BatchedRecourseEnv(VectorEnv):
         B, n = eligible.shape
         spec, G = s.spec.graph, self._G
         rngs, pending = self._pop_rngs[s.population], self._pending[s.population]
-        world_of, row_of = np.nonzero(eligible)  # the members: world by world, in row order
-        members = np.bincount(world_of, minlength=B)
-        node_start = np.concatenate([[0], np.cumsum(members)])
+        member = np.flatnonzero(eligible)  # the members: world by world, in row order
+        world_of = member // n
+        members = np.count_nonzero(eligible, axis=1)
+        node_start = np.zeros(B + 1, np.int64)
+        np.cumsum(members, out=node_start[1:])
         total_nodes = int(node_start[-1])
-        block = group[world_of, row_of]
-        block_size = np.bincount(world_of * G + block, minlength=B * G).reshape(B, G)
-        # each (world, block)'s members in node order: the SBM's `members[i]`
-        by_block = np.argsort(world_of * G + block, kind="stable")
+        block = np.take(group, member)
+        world_block = world_of * G + block
+        block_size = np.bincount(world_block, minlength=B * G).reshape(B, G)
+        # each (world, block)'s members in node order: the SBM's `members[i]` (small keys
+        # sort stably by radix)
+        by_block = np.argsort(world_block.astype(np.min_scalar_type(B * G)), kind="stable")
         block_start = np.concatenate([[0], np.cumsum(block_size.reshape(-1))])[:-1].reshape(B, G)
-        sizes_list, starts_list = block_size.tolist(), block_start.tolist()
+        sizes_list = block_size.tolist()
 
         # the graphs' draws, world by world: a binomial edge count per block pair, then
-        # its two ends' bounded integers, taken as uint32 words (mapped below, at once)
-        words: list[np.ndarray] = []
-        # per block pair: its world, edge count and each end's block size and start
-        pair_world, pair_m, pair_high, pair_first = [], [], [], []
+        # its two ends' bounded integers, taken as raw uint64s (mapped below, at once)
+        raws: list[np.ndarray] = []
+        pair_m: list[int] = []  # per block pair: its edge count; world; each end's block
+        pair_world, pair_i, pair_j = [], [], []
+        # the words' stream (`_stream_words`): each world's halves of its raws, with its
+        # buffered word from before inserted ahead and the one it leaves dropped
+        kept, insert_at, insert_word, drop, leaves = 0, [], [], [], []
         snapshots: dict[int, tuple[dict, int | None]] = {}
         plans = self._block_plans.setdefault(s.population, {})
         if len(plans) > 100_000:  # (sizes up to n² / 4 pairs: bounded, but not small)
             plans.clear()
         for b in np.flatnonzero(members).tolist():
-            labels = [g for g in range(G) if sizes_list[b][g]]
-            sizes = tuple(sizes_list[b][g] for g in labels)
+            sizes = tuple(sizes_list[b])
             plan = plans.get(sizes)
             if plan is None:
-                plan = plans[sizes] = block_pairs(list(sizes), spec.mean_degree, spec.homophily)
+                plan = plans[sizes] = _sbm_plan(sizes, spec.mean_degree, spec.homophily)
+            draws, ends_i, ends_j = plan
             rng = rngs[b]
-            left = pending[b]
             # where to start again if a bounded draw is rejected (about 1e-5 a round)
-            snapshots[b] = (rng.bit_generator.state, left)
-            for i, j, pairs, p in plan:
-                m = int(rng.binomial(pairs, p))
-                # integers(1, size=m) is all zeros and draws nothing
-                k = m * ((sizes[i] > 1) + (sizes[j] > 1))
-                if k:
-                    drawn_words, left = _uint32_words(rng, k, left)
-                    words.append(drawn_words)
-                pair_world.append(b)
-                pair_m.append(m)
-                pair_high.append((sizes[i], sizes[j]))
-                pair_first.append((starts_list[b][labels[i]], starts_list[b][labels[j]]))
-            pending[b] = left
-        a_end = b_end = np.zeros(0, np.int64)
+            snapshots[b] = (rng.bit_generator.state, pending[b])
+            halves, used, buffered = _sbm_draws(rng, draws, pending[b] is not None, raws, pair_m)
+            pair_world += [b] * len(draws)
+            pair_i += ends_i
+            pair_j += ends_j
+            if used:
+                insert_at.append(kept)
+                insert_word.append(pending[b])
+            if buffered and halves:  # the last half drawn waits for the next round
+                drop.append(len(drop) + kept + halves - 1)
+                leaves.append(b)
+                kept += halves - 1
+            else:
+                kept += halves
+                if not buffered:
+                    pending[b] = None
+        tail = head = np.zeros(0, np.int64)
         redo: list[int] = []
         if pair_m:
-            ends = np.repeat(pair_m, 2)  # each pair's first ends, then its second ends
-            end_high = np.array(pair_high, np.uint64).reshape(-1)
+            m = np.array(pair_m)
+            ends = np.repeat(m, 2)  # each pair's first ends, then its second ends
+            pair_ends = np.column_stack([pair_world, pair_i, pair_world, pair_j])
+            end_high = block_size[pair_ends[:, 0::2], pair_ends[:, 1::2]].reshape(-1)
+            end_high = end_high.astype(np.uint64)
             high = np.repeat(end_high, ends)
-            drawn = high > 1
-            w = np.concatenate(words).astype(np.uint64)
-            product = w * high[drawn]
-            index = np.zeros(len(high), np.int64)  # a bound of 1 draws nothing: 0
-            index[drawn] = (product >> _SHIFT32).astype(np.int64)
-            nodes = by_block[np.repeat(np.array(pair_first).reshape(-1), ends) + index]
-            is_first = np.repeat(np.tile([True, False], len(pair_m)), ends)
+            w, left = _stream_words(raws, insert_at, insert_word, drop)
+            for b, word in zip(leaves, left, strict=True):
+                pending[b] = word
+            if len(w) < len(high):  # a bound of 1 draws nothing: its ends take word 0
+                w_all = np.zeros(len(high), np.uint32)
+                w_all[high > 1] = w
+                w = w_all
+            product = w * high  # (uint64)
             # (the bound's threshold per block pair's end, then per draw: modulo is slow)
-            threshold = np.repeat(_lemire_threshold(end_high), ends)[drawn]
-            rejected = _lemire_rejects(product, threshold)
+            rejected = _lemire_rejects(product, np.repeat(_lemire_threshold(end_high), ends))
+            index = (product >> _SHIFT32).view(np.int64)
+            first = block_start[pair_ends[:, 0::2], pair_ends[:, 1::2]].reshape(-1)
+            index += np.repeat(first, ends)
+            tail = by_block[index]
+            # the other end of each end's edge: m places on in its pair's second half,
+            # m places back in its first
+            index[:] = np.arange(len(index))
+            index += np.repeat(np.column_stack([m, -m]).reshape(-1), ends)
+            head = tail[index]
             if rejected.any():
                 end_world = np.repeat(np.repeat(pair_world, 2), ends)
-                redo = np.unique(end_world[drawn][rejected]).tolist()
+                redo = np.unique(end_world[rejected]).tolist()
                 keep = ~np.isin(end_world, redo)
-                nodes, is_first = nodes[keep], is_first[keep]
-            a_end, b_end = nodes[is_first], nodes[~is_first]
+                tail, head = tail[keep], head[keep]
         for b in redo:  # numpy's own draws from where this world's graph began
             bits, before = snapshots[b]
             rngs[b].bit_generator.state = {
@@ -745,27 +765,33 @@ class BatchedRecourseEnv(VectorEnv):
                 block[lo:hi], spec.mean_degree, spec.homophily, rngs[b]
             )
             rows = np.repeat(np.arange(graph_b.n), graph_b.degree())
-            a_end = np.concatenate([a_end, lo + rows])
-            b_end = np.concatenate([b_end, lo + graph_b.indices])
+            tail = np.concatenate([tail, lo + rows])
+            head = np.concatenate([head, lo + graph_b.indices])
             after = rngs[b].bit_generator.state
             pending[b] = after["uinteger"] if after["has_uint32"] else None
-        graph = SocialGraph.from_edges(total_nodes, a_end, b_end)
+        graph = SocialGraph.from_arcs(total_nodes, tail, head)
         degree = graph.degree()
 
         # the round's remaining draws of this stream are doubles: organisers, one per
         # member; at most one per edge end in the waves (a node is a frontier once);
         # participation, one per training row. One call of that bound per world, the
         # unused rest handed back.
-        ends = np.concatenate([[0], np.cumsum(degree)])[node_start]
-        bound = members + np.diff(ends) + n
-        uniforms = np.concatenate([rngs[b].random(int(bound[b])) for b in range(B)])
-        start = np.concatenate([[0], np.cumsum(bound)])[:-1]
-        local = np.arange(total_nodes) - node_start[world_of]
+        bound = members + np.diff(graph.indptr[node_start]) + n
+        start = np.zeros(B + 1, np.int64)
+        np.cumsum(bound, out=start[1:])
+        uniforms = np.empty(int(start[-1]))
+        at = start.tolist()
+        for b in range(B):  # (straight into place)
+            rngs[b].random(out=uniforms[at[b] : at[b + 1]])
+        start = start[:-1]
         organiser = np.ones(total_nodes, bool)
         if spec.seed_groups is not None:
             codes = [self._first.group_labels.index(g) for g in spec.seed_groups]
             organiser = np.isin(block, codes)
-        seeds = organiser & (uniforms[start[world_of] + local] < spec.seed_fraction)
+        # member i of world w: uniforms[start[w] + i - node_start[w]]
+        first_uniform = np.repeat(start - node_start[:-1], members)
+        first_uniform += np.arange(total_nodes)
+        seeds = organiser & (uniforms[first_uniform] < spec.seed_fraction)
         cursor = members.copy()
 
         def wave_uniforms(frontier: np.ndarray, total: int) -> np.ndarray:
@@ -774,13 +800,14 @@ class BatchedRecourseEnv(VectorEnv):
             world, counts = world_of[frontier], degree[frontier]
             per_world = np.bincount(world, counts, minlength=B).astype(np.int64)
             shift = start + cursor - (np.cumsum(per_world) - per_world)
-            out = uniforms[np.arange(total) + np.repeat(shift[world], counts)]
+            at = np.repeat(shift[world], counts)
+            at += np.arange(total)
             cursor[:] += per_world
-            return out
+            return uniforms[at]
 
         heard_nodes = cascade(graph, seeds, spec.spread, wave_uniforms)
         heard = np.zeros((B, n), bool)
-        heard[world_of, row_of] = heard_nodes
+        heard.reshape(-1)[member] = heard_nodes
         participation = uniforms[(start + cursor)[:, None] + np.arange(n)]
         used = cursor + n
         for b in np.flatnonzero(used < bound).tolist():
@@ -986,17 +1013,61 @@ def _lemire_rejects(product: np.ndarray, threshold: np.ndarray) -> np.ndarray:
     return (product & _UINT32) < threshold
 
 
-def _uint32_words(
-    rng: np.random.Generator, k: int, pending: int | None
-) -> tuple[np.ndarray, int | None]:
-    """The next `k` uint32 words numpy's bounded integers would use, and the word left
-    buffered after them: PCG64 hands out each uint64 as its lower, then its upper half,
-    keeping the upper one for the next 32-bit draw (doubles do not touch it)."""
-    if k == 0:
-        return np.zeros(0, np.uint32), pending
-    fresh = k - (pending is not None)
-    halves = rng.bit_generator.random_raw((fresh + 1) // 2).view(np.uint32)  # lower first
-    if pending is not None:
-        halves = np.concatenate([np.array([pending], np.uint32), halves])
-    left = int(halves[k]) if len(halves) > k else None
-    return halves[:k], left
+def _sbm_plan(
+    sizes: tuple[int, ...], mean_degree: float, homophily: float
+) -> tuple[list[tuple[int, float, int]], list[int], list[int]]:
+    """`block_pairs` over one world's block sizes (one a group, zeros included), as
+    `_sbm_draws` takes them: per pair (node pairs, edge probability, how many of its two
+    ends draw a bounded integer: a block of one draws nothing), then each pair's groups."""
+    labels = [g for g, size in enumerate(sizes) if size]
+    plan = block_pairs([sizes[g] for g in labels], mean_degree, homophily)
+    draws = [(pairs, p, (sizes[labels[i]] > 1) + (sizes[labels[j]] > 1)) for i, j, pairs, p in plan]
+    return draws, [labels[i] for i, *_ in plan], [labels[j] for _, j, *_ in plan]
+
+
+def _sbm_draws(
+    rng: np.random.Generator,
+    draws: list[tuple[int, float, int]],
+    buffered: bool,
+    raws: list[np.ndarray],
+    edges: list[int],
+) -> tuple[int, bool, bool]:
+    """One world's `stochastic_block_model` draws, in numpy's order: per block pair of
+    `_sbm_plan` a binomial edge count (appended to `edges`), then its ends' bounded
+    integers as uint32 words. PCG64 hands out each uint64 as its lower, then its upper
+    half, keeping the upper one buffered for the next 32-bit draw (doubles do not touch
+    it): the words are the buffered one (if `buffered`) then the halves of the raw
+    uint64s appended to `raws`. Returns how many halves were drawn, whether the buffered
+    word was used, and whether one is buffered after."""
+    bits = rng.bit_generator
+    halves, used = 0, False
+    for pairs, p, ends in draws:
+        m = int(rng.binomial(pairs, p))
+        edges.append(m)
+        k = m * ends
+        if k:
+            if buffered:
+                used |= not halves
+                k -= 1
+            if k:
+                raws.append(bits.random_raw((k + 1) // 2))
+                halves += k + k % 2
+            buffered = k % 2 == 1
+    return halves, used, buffered
+
+
+def _stream_words(
+    raws: list[np.ndarray], insert_at: list[int], insert_word: list[int], drop: list[int]
+) -> tuple[np.ndarray, list[int]]:
+    """The uint32 words of several worlds' `_sbm_draws`: the halves of `raws` (lower
+    first) without those at `drop` (each world's last, where it stays buffered: returned
+    too), with each world's buffered word from before inserted at `insert_at`."""
+    halves = np.concatenate(raws).view(np.uint32) if raws else np.zeros(0, np.uint32)
+    left = halves[drop].tolist()
+    if drop:
+        keep = np.ones(len(halves), bool)
+        keep[drop] = False
+        halves = halves[keep]
+    if insert_at:
+        halves = np.insert(halves, insert_at, np.array(insert_word, np.uint32))
+    return halves, left

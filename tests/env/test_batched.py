@@ -114,23 +114,80 @@ def test_the_contract_size_and_many_worlds_match_too():
 
 
 def test_bounded_integers_from_raw_bits_are_numpys():
-    """The SBM's endpoint draws, reproduced from ``random_raw``, are numpy's own
-    ``integers`` (uint32 buffering across calls included)."""
-    from recourse_sim.env.batched import _lemire_rejects, _lemire_threshold, _uint32_words
+    """One world's SBM draws (`_sbm_draws`: binomial edge counts, endpoints from
+    ``random_raw`` with numpy's bounded-integer method; `_stream_words`: the words in
+    order, the uint32 buffered across block pairs and rounds) are numpy's own
+    ``binomial`` and ``integers``."""
+    from recourse_sim.env.batched import (
+        _lemire_rejects,
+        _lemire_threshold,
+        _sbm_draws,
+        _stream_words,
+    )
 
+    # block pairs: (node pairs, edge probability, first end's block size, second's)
+    pairs = [(780, 0.14, 40, 40), (9, 0.5, 7, 1), (4, 0.5, 1, 1), (1600, 0.06, 40, 13)]
+    pairs += [(3, 0.7, 2**31, 5), (0, 0.5, 3, 3), (1, 0.9, 2, 1)]
     for seed in range(20):
         ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
         pending = None
-        for high, size in [(7, 3), (60, 178), (1, 4), (20, 0), (2**31, 5), (13, 1)]:
-            ours.binomial(100, 0.3), theirs.binomial(100, 0.3)  # doubles in between
-            # integers(1, size=k) draws nothing
-            words, pending = _uint32_words(ours, size if high > 1 else 0, pending)
-            product = words.astype(np.uint64) * np.uint64(high)
-            threshold = _lemire_threshold(np.array([high], np.uint64))
-            assert not _lemire_rejects(product, threshold).any()
-            got = (product >> np.uint64(32)).astype(np.int64) if high > 1 else np.zeros(size)
-            np.testing.assert_array_equal(got, theirs.integers(high, size=size))
-        assert ours.random() == theirs.random()
+        for start in range(len(pairs)):  # a round: a rotation of the pairs
+            plan = pairs[start:] + pairs[:start]
+            expected = []
+            for n_pairs, p, high_a, high_b in plan:
+                m = theirs.binomial(n_pairs, p)
+                expected.append(
+                    (m, theirs.integers(high_a, size=m), theirs.integers(high_b, size=m))
+                )
+            raws, edges = [], []
+            draws = [(n, p, (a > 1) + (b > 1)) for n, p, a, b in plan]
+            halves, used, buffered = _sbm_draws(ours, draws, pending is not None, raws, edges)
+            stays = buffered and halves > 0
+            words, left = _stream_words(
+                raws, [0] * used, [pending] * used, [halves - 1] if stays else []
+            )
+            pending = left[0] if stays else pending if buffered else None
+            at = 0
+            for (m, a, b), got_m, (*_, high_a, high_b) in zip(expected, edges, plan, strict=True):
+                assert got_m == m
+                for high, want in [(high_a, a), (high_b, b)]:
+                    if high == 1:  # integers(1, size=m) draws nothing
+                        np.testing.assert_array_equal(want, np.zeros(m))
+                        continue
+                    product = words[at : at + m].astype(np.uint64) * np.uint64(high)
+                    at += m
+                    threshold = _lemire_threshold(np.array([high], np.uint64))
+                    assert not _lemire_rejects(product, threshold).any()
+                    np.testing.assert_array_equal((product >> np.uint64(32)).astype(np.int64), want)
+            assert at == len(words)
+            assert ours.random() == theirs.random()  # doubles in between: the buffer stays
+
+
+def test_each_worlds_population_streams_stand_where_the_single_envs_do():
+    """Round by round, each world's population streams stand where the single env's
+    do: the same PCG64 state and the same uint32 word buffered (20 students a cohort:
+    blocks of one leave a word buffered across block pairs, worlds and rounds)."""
+    from recourse_sim.env.streams import population_stream
+
+    kwargs = {"world__cohort_size": 20, "rounds": 8}
+    venv = _make_vec(4, **kwargs)
+    actions = _actions(venv.action_space, 8, seed=8)
+    venv.reset(seed=60)
+    singles = [gym.make(SCHOOL, **kwargs).unwrapped for _ in range(4)]
+    for i, env in enumerate(singles):
+        env.reset(seed=60 + i)
+    buffered_words = 0
+    for a in actions:
+        venv.step(a)
+        for i, env in enumerate(singles):
+            env.step(a[i])
+            for population, rngs in venv._pop_rngs.items():
+                theirs = env._streams[population_stream(population)].bit_generator.state
+                assert rngs[i].bit_generator.state["state"] == theirs["state"]
+                word = theirs["uinteger"] if theirs["has_uint32"] else None
+                assert venv._pending[population][i] == word
+                buffered_words += word is not None
+    assert buffered_words  # (the buffer is exercised)
 
 
 def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
