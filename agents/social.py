@@ -148,26 +148,29 @@ def independent_cascade(
 ) -> np.ndarray:
     """Nodes reached from the `seeds` mask when each newly reached node passes the plan to
     each neighbour once with probability `spread` (one vectorised wave per hop)."""
-    return cascade(graph, seeds, spread, lambda frontier, total: rng.random(total))
+    return cascade(graph, seeds, lambda frontier, ends: rng.random(int(ends[-1])) < spread)
 
 
-def cascade(graph: SocialGraph, seeds: np.ndarray, spread: float, uniforms) -> np.ndarray:
-    """`independent_cascade` with each wave's uniforms from `uniforms(frontier, total)`:
-    one per edge out of the wave's frontier nodes (increasing), neighbours in CSR order.
+def cascade(graph: SocialGraph, seeds: np.ndarray, passes) -> np.ndarray:
+    """`independent_cascade` with each wave's draws from `passes(frontier, ends)`: whether
+    each edge out of the wave's frontier nodes (increasing; `ends`: the running count of
+    their edges, node by node) passes the plan on, neighbours in CSR order.
     A batched environment runs its worlds' graphs as one disjoint union and gives each
     world's block of edges its own stream's numbers."""
     active = np.asarray(seeds, bool).copy()
     frontier = np.flatnonzero(active)
     degree = graph.degree()
     while frontier.size:
-        starts = graph.indptr[frontier]
         counts = degree[frontier]
-        total = int(counts.sum())
+        ends = np.cumsum(counts)
+        total = int(ends[-1])
         if total == 0:
             break
         # positions of every frontier node's neighbour list, concatenated
-        offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
-        told = graph.indices[offsets[uniforms(frontier, total) < spread]]
+        offsets = np.repeat(graph.indptr[frontier] - (ends - counts), counts)
+        offsets += np.arange(total)
+        # (np.compress: faster than a boolean index where the mask is a random one)
+        told = graph.indices[np.compress(passes(frontier, ends), offsets)]
         # the newly reached in increasing order, by a mask over the nodes (cheaper than
         # sorting out the duplicates)
         reached = np.zeros(graph.n, bool)

@@ -770,7 +770,6 @@ class BatchedRecourseEnv(VectorEnv):
             after = rngs[b].bit_generator.state
             pending[b] = after["uinteger"] if after["has_uint32"] else None
         graph = SocialGraph.from_arcs(total_nodes, tail, head)
-        degree = graph.degree()
 
         # the round's remaining draws of this stream are doubles: organisers, one per
         # member; at most one per edge end in the waves (a node is a frontier once);
@@ -792,20 +791,20 @@ class BatchedRecourseEnv(VectorEnv):
         first_uniform = np.repeat(start - node_start[:-1], members)
         first_uniform += np.arange(total_nodes)
         seeds = organiser & (uniforms[first_uniform] < spec.seed_fraction)
+        passes = uniforms < spec.spread
         cursor = members.copy()
 
-        def wave_uniforms(frontier: np.ndarray, total: int) -> np.ndarray:
+        def wave_passes(frontier: np.ndarray, ends: np.ndarray) -> np.ndarray:
             # a wave's edges come world by world; world w's take its next numbers: edge
             # j of the wave gets uniforms[j + start[w] + cursor[w] − (w's first edge)]
-            world, counts = world_of[frontier], degree[frontier]
-            per_world = np.bincount(world, counts, minlength=B).astype(np.int64)
-            shift = start + cursor - (np.cumsum(per_world) - per_world)
-            at = np.repeat(shift[world], counts)
-            at += np.arange(total)
+            first_edge = np.concatenate([[0], ends])[np.searchsorted(frontier, node_start)]
+            per_world = np.diff(first_edge)
+            at = np.repeat(start + cursor - first_edge[:-1], per_world)
+            at += np.arange(int(ends[-1]))
             cursor[:] += per_world
-            return uniforms[at]
+            return passes[at]
 
-        heard_nodes = cascade(graph, seeds, spec.spread, wave_uniforms)
+        heard_nodes = cascade(graph, seeds, wave_passes)
         heard = np.zeros((B, n), bool)
         heard.reshape(-1)[member] = heard_nodes
         participation = uniforms[(start + cursor)[:, None] + np.arange(n)]
