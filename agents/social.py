@@ -56,20 +56,23 @@ class SocialGraph:
         """From arcs tail → head that hold every edge in both directions (self-loops and
         duplicates removed)."""
         kind = np.int32 if n * n < 2**31 else np.int64  # int32 keys: numpy sorts them faster
-        tail, head = np.asarray(tail).astype(kind, copy=False), np.asarray(head)
+        tail = np.asarray(tail).astype(kind, copy=False)
+        head = np.asarray(head).astype(kind, copy=False)
         # each arc as one key row * n + col: one sort orders the CSR by row then
         # neighbour, and equal arcs (duplicates) end up adjacent
         key = tail * kind(n)
         key += head
-        key = np.sort(key[tail != head])
+        key = key[tail != head]
+        key.sort()
         first = np.ones(len(key), bool)
         np.not_equal(key[1:], key[:-1], out=first[1:])
         key = key[first]
         rows = key // kind(n)
-        cols = key - rows * kind(n)  # key % n without a second integer division (slow in numpy)
+        # key % n without a second integer division (slow in numpy)
+        cols = np.subtract(key, rows * kind(n), dtype=np.int64)
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-        return cls(n=n, indptr=indptr, indices=cols.astype(np.int64))
+        return cls(n=n, indptr=indptr, indices=cols)
 
     @classmethod
     def from_networkx(cls, graph: nx.Graph) -> SocialGraph:
@@ -154,20 +157,21 @@ def independent_cascade(
 def cascade(graph: SocialGraph, seeds: np.ndarray, passes) -> np.ndarray:
     """`independent_cascade` with each wave's draws from `passes(frontier, ends)`: whether
     each edge out of the wave's frontier nodes (increasing; `ends`: the running count of
-    their edges, node by node) passes the plan on, neighbours in CSR order.
+    their edges from 0, node by node) passes the plan on, neighbours in CSR order.
     A batched environment runs its worlds' graphs as one disjoint union and gives each
     world's block of edges its own stream's numbers."""
-    active = np.asarray(seeds, bool).copy()
-    frontier = np.flatnonzero(active)
+    inactive = ~np.asarray(seeds, bool)
+    frontier = np.flatnonzero(~inactive)
     degree = graph.degree()
     while frontier.size:
         counts = degree[frontier]
-        ends = np.cumsum(counts)
+        ends = np.zeros(len(frontier) + 1, np.int64)
+        np.cumsum(counts, out=ends[1:])
         total = int(ends[-1])
         if total == 0:
             break
         # positions of every frontier node's neighbour list, concatenated
-        offsets = np.repeat(graph.indptr[frontier] - (ends - counts), counts)
+        offsets = np.repeat(graph.indptr[frontier] - ends[:-1], counts)
         offsets += np.arange(total)
         # (np.compress: faster than a boolean index where the mask is a random one)
         told = graph.indices[np.compress(passes(frontier, ends), offsets)]
@@ -175,10 +179,10 @@ def cascade(graph: SocialGraph, seeds: np.ndarray, passes) -> np.ndarray:
         # sorting out the duplicates)
         reached = np.zeros(graph.n, bool)
         reached[told] = True
-        reached &= ~active
+        reached &= inactive
         frontier = np.flatnonzero(reached)
-        active |= reached
-    return active
+        inactive[frontier] = False
+    return ~inactive
 
 
 def _networkx_graph(spec: SocialGraphSpec, n: int, rng: np.random.Generator) -> SocialGraph:

@@ -681,6 +681,8 @@ class BatchedRecourseEnv(VectorEnv):
         # each (world, block)'s members in node order: the SBM's `members[i]` (small keys
         # sort stably by radix)
         by_block = np.argsort(world_block.astype(np.min_scalar_type(B * G)), kind="stable")
+        if total_nodes**2 < 2**31:  # the graph's node numbers as `SocialGraph.from_arcs` keys them
+            by_block = by_block.astype(np.int32)
         block_start = np.concatenate([[0], np.cumsum(block_size.reshape(-1))])[:-1].reshape(B, G)
         sizes_list = block_size.tolist()
 
@@ -737,8 +739,12 @@ class BatchedRecourseEnv(VectorEnv):
                 w_all[high > 1] = w
                 w = w_all
             product = w * high  # (uint64)
-            # (the bound's threshold per block pair's end, then per draw: modulo is slow)
-            rejected = _lemire_rejects(product, np.repeat(_lemire_threshold(end_high), ends))
+            # a draw can be rejected only below the largest threshold; where one is, the
+            # exact test (per block pair's end, then per draw: modulo is slow)
+            threshold = _lemire_threshold(end_high)
+            rejected = _lemire_rejects(product, threshold.max())
+            if rejected.any():
+                rejected &= _lemire_rejects(product, np.repeat(threshold, ends))
             index = (product >> _SHIFT32).view(np.int64)
             first = block_start[pair_ends[:, 0::2], pair_ends[:, 1::2]].reshape(-1)
             index += np.repeat(first, ends)
@@ -792,23 +798,22 @@ class BatchedRecourseEnv(VectorEnv):
         first_uniform += np.arange(total_nodes)
         seeds = organiser & (uniforms[first_uniform] < spec.seed_fraction)
         passes = uniforms < spec.spread
-        cursor = members.copy()
+        upcoming = start + members  # each world's next uniform for the waves
 
         def wave_passes(frontier: np.ndarray, ends: np.ndarray) -> np.ndarray:
-            # a wave's edges come world by world; world w's take its next numbers: edge
-            # j of the wave gets uniforms[j + start[w] + cursor[w] − (w's first edge)]
-            first_edge = np.concatenate([[0], ends])[np.searchsorted(frontier, node_start)]
+            # a wave's edges come world by world; world w's take its next numbers
+            first_edge = ends[np.searchsorted(frontier, node_start)]
             per_world = np.diff(first_edge)
-            at = np.repeat(start + cursor - first_edge[:-1], per_world)
+            at = np.repeat(upcoming - first_edge[:-1], per_world)
             at += np.arange(int(ends[-1]))
-            cursor[:] += per_world
+            upcoming[:] += per_world
             return passes[at]
 
         heard_nodes = cascade(graph, seeds, wave_passes)
         heard = np.zeros((B, n), bool)
         heard.reshape(-1)[member] = heard_nodes
-        participation = uniforms[(start + cursor)[:, None] + np.arange(n)]
-        used = cursor + n
+        participation = uniforms[upcoming[:, None] + np.arange(n)]
+        used = upcoming - start + n
         for b in np.flatnonzero(used < bound).tolist():
             rngs[b].bit_generator.advance(int(used[b] - bound[b]))
         return heard & (participation < s.spec.participation)
