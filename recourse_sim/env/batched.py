@@ -742,7 +742,7 @@ class BatchedRecourseEnv(VectorEnv):
             # a draw can be rejected only below the largest threshold; where one is, the
             # exact test (per block pair's end, then per draw: modulo is slow)
             threshold = _lemire_threshold(end_high)
-            rejected = _lemire_rejects(product, threshold.max())
+            rejected = _lemire_rejects(product, int(threshold.max()))
             if rejected.any():
                 rejected &= _lemire_rejects(product, np.repeat(threshold, ends))
             index = (product >> _SHIFT32).view(np.int64)
@@ -751,8 +751,9 @@ class BatchedRecourseEnv(VectorEnv):
             tail = by_block[index]
             # the other end of each end's edge: m places on in its pair's second half,
             # m places back in its first
-            index[:] = np.arange(len(index))
-            index += np.repeat(np.column_stack([m, -m]).reshape(-1), ends)
+            np.add(
+                np.arange(len(index)), np.repeat(np.column_stack([m, -m]).ravel(), ends), out=index
+            )
             head = tail[index]
             if rejected.any():
                 end_world = np.repeat(np.repeat(pair_world, 2), ends)
@@ -789,14 +790,13 @@ class BatchedRecourseEnv(VectorEnv):
         for b in range(B):  # (straight into place)
             rngs[b].random(out=uniforms[at[b] : at[b + 1]])
         start = start[:-1]
-        organiser = np.ones(total_nodes, bool)
-        if spec.seed_groups is not None:
-            codes = [self._first.group_labels.index(g) for g in spec.seed_groups]
-            organiser = np.isin(block, codes)
         # member i of world w: uniforms[start[w] + i - node_start[w]]
         first_uniform = np.repeat(start - node_start[:-1], members)
         first_uniform += np.arange(total_nodes)
-        seeds = organiser & (uniforms[first_uniform] < spec.seed_fraction)
+        seeds = uniforms[first_uniform] < spec.seed_fraction
+        if spec.seed_groups is not None:  # the organisers
+            codes = [self._first.group_labels.index(g) for g in spec.seed_groups]
+            seeds &= np.isin(block, codes)
         passes = uniforms < spec.spread
         upcoming = start + members  # each world's next uniform for the waves
 
@@ -1010,11 +1010,11 @@ def _lemire_threshold(high: np.ndarray) -> np.ndarray:
     return (np.uint64(2**32) - high) % high
 
 
-def _lemire_rejects(product: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+def _lemire_rejects(product: np.ndarray, threshold) -> np.ndarray:
     """Where Lemire's bounded-integer method draws again: the product of a uint32 word and
     the bound has its lower word below the bound's `_lemire_threshold` (about bound / 2^32
     of draws)."""
-    return (product & _UINT32) < threshold
+    return product.view(np.uint32)[::2] < threshold  # (lower words first, as random_raw's)
 
 
 def _sbm_plan(
