@@ -163,24 +163,25 @@ def cascade(graph: SocialGraph, seeds: np.ndarray, passes) -> np.ndarray:
     inactive = ~np.asarray(seeds, bool)
     frontier = np.flatnonzero(~inactive)
     degree = graph.degree()
+    # (array methods in the waves: numpy's function wrappers cost as much as the work)
     while frontier.size:
         counts = degree[frontier]
         ends = np.zeros(len(frontier) + 1, np.int64)
-        np.cumsum(counts, out=ends[1:])
+        counts.cumsum(out=ends[1:])
         total = int(ends[-1])
         if total == 0:
             break
         # positions of every frontier node's neighbour list, concatenated
-        offsets = np.repeat(graph.indptr[frontier] - ends[:-1], counts)
+        offsets = (graph.indptr[frontier] - ends[:-1]).repeat(counts)
         offsets += np.arange(total)
-        # (np.compress: faster than a boolean index where the mask is a random one)
-        told = graph.indices[np.compress(passes(frontier, ends), offsets)]
+        # (compress: faster than a boolean index where the mask is a random one)
+        told = graph.indices[offsets.compress(passes(frontier, ends))]
         # the newly reached in increasing order, by a mask over the nodes (cheaper than
         # sorting out the duplicates)
         reached = np.zeros(graph.n, bool)
         reached[told] = True
         reached &= inactive
-        frontier = np.flatnonzero(reached)
+        frontier = reached.nonzero()[0]
         inactive[frontier] = False
     return ~inactive
 

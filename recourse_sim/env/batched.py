@@ -802,9 +802,9 @@ class BatchedRecourseEnv(VectorEnv):
 
         def wave_passes(frontier: np.ndarray, ends: np.ndarray) -> np.ndarray:
             # a wave's edges come world by world; world w's take its next numbers
-            first_edge = ends[np.searchsorted(frontier, node_start)]
-            per_world = np.diff(first_edge)
-            at = np.repeat(upcoming - first_edge[:-1], per_world)
+            first_edge = ends[frontier.searchsorted(node_start)]
+            per_world = first_edge[1:] - first_edge[:-1]
+            at = (upcoming - first_edge[:-1]).repeat(per_world)
             at += np.arange(int(ends[-1]))
             upcoming[:] += per_world
             return passes[at]
