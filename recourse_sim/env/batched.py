@@ -79,7 +79,6 @@ from recourse_sim.recourse.individual import linear_min_cost
 
 __all__ = ["BatchedRecourseEnv", "make_vector_env", "native_reason"]
 
-_UINT32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
 
 
@@ -689,7 +688,7 @@ class BatchedRecourseEnv(VectorEnv):
         # the graphs' draws, world by world: a binomial edge count per block pair, then
         # its two ends' bounded integers, taken as raw uint64s (mapped below, at once)
         raws: list[np.ndarray] = []
-        pair_m: list[int] = []  # per block pair: its edge count; world; each end's block
+        pair_m: list[int] = []  # per block pair: its edge count, world, each end's group
         pair_world, pair_i, pair_j = [], [], []
         # the words' stream (`_stream_words`): each world's halves of its raws, with its
         # buffered word from before inserted ahead and the one it leaves dropped
@@ -715,7 +714,7 @@ class BatchedRecourseEnv(VectorEnv):
                 insert_at.append(kept)
                 insert_word.append(pending[b])
             if buffered and halves:  # the last half drawn waits for the next round
-                drop.append(len(drop) + kept + halves - 1)
+                drop.append(len(drop) + kept + halves - 1)  # (its place among all halves)
                 leaves.append(b)
                 kept += halves - 1
             else:
@@ -1010,7 +1009,7 @@ def _lemire_threshold(high: np.ndarray) -> np.ndarray:
     return (np.uint64(2**32) - high) % high
 
 
-def _lemire_rejects(product: np.ndarray, threshold) -> np.ndarray:
+def _lemire_rejects(product: np.ndarray, threshold: np.ndarray | int) -> np.ndarray:
     """Where Lemire's bounded-integer method draws again: the product of a uint32 word and
     the bound has its lower word below the bound's `_lemire_threshold` (about bound / 2^32
     of draws)."""
@@ -1020,7 +1019,7 @@ def _lemire_rejects(product: np.ndarray, threshold) -> np.ndarray:
 def _sbm_plan(
     sizes: tuple[int, ...], mean_degree: float, homophily: float
 ) -> tuple[list[tuple[int, float, int]], list[int], list[int]]:
-    """`block_pairs` over one world's block sizes (one a group, zeros included), as
+    """`block_pairs` over one world's block sizes (one per group, zeros included), as
     `_sbm_draws` takes them: per pair (node pairs, edge probability, how many of its two
     ends draw a bounded integer: a block of one draws nothing), then each pair's groups."""
     labels = [g for g, size in enumerate(sizes) if size]

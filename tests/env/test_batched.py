@@ -163,12 +163,17 @@ def test_bounded_integers_from_raw_bits_are_numpys():
             assert ours.random() == theirs.random()  # doubles in between: the buffer stays
 
 
-def test_each_worlds_population_streams_stand_where_the_single_envs_do():
+@pytest.mark.parametrize("redraw", [False, True], ids=["drawn", "redrawn"])
+def test_each_worlds_population_streams_stand_where_the_single_envs_do(redraw, monkeypatch):
     """Round by round, each world's population streams stand where the single env's
     do: the same PCG64 state and the same uint32 word buffered (20 students a cohort:
-    blocks of one leave a word buffered across block pairs, worlds and rounds)."""
+    blocks of one leave a word buffered across block pairs, worlds and rounds), also
+    where a world's graph is drawn again after a rejected bounded draw."""
+    import recourse_sim.env.batched as batched
     from recourse_sim.env.streams import population_stream
 
+    if redraw:  # the first draw of every round rejected
+        monkeypatch.setattr(batched, "_lemire_rejects", lambda product, _: _first(product))
     kwargs = {"world__cohort_size": 20, "rounds": 8}
     venv = _make_vec(4, **kwargs)
     actions = _actions(venv.action_space, 8, seed=8)
@@ -188,6 +193,12 @@ def test_each_worlds_population_streams_stand_where_the_single_envs_do():
                 assert venv._pending[population][i] == word
                 buffered_words += word is not None
     assert buffered_words  # (the buffer is exercised)
+
+
+def _first(values: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(values), bool)
+    out[:1] = True
+    return out
 
 
 def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
