@@ -683,7 +683,7 @@ class BatchedRecourseEnv(VectorEnv):
         if total_nodes**2 < 2**31:  # the graph's node numbers as `SocialGraph.from_arcs` keys them
             by_block = by_block.astype(np.int32)
         block_start = np.concatenate([[0], np.cumsum(block_size.reshape(-1))])[:-1].reshape(B, G)
-        sizes_list = block_size.tolist()
+        sizes_list = list(map(tuple, block_size.tolist()))
 
         # the graphs' draws, world by world: a binomial edge count per block pair, then
         # its two ends' bounded integers, taken as raw uint64s (mapped below, at once)
@@ -698,7 +698,7 @@ class BatchedRecourseEnv(VectorEnv):
         if len(plans) > 100_000:  # (sizes up to n² / 4 pairs: bounded, but not small)
             plans.clear()
         for b in np.flatnonzero(members).tolist():
-            sizes = tuple(sizes_list[b])
+            sizes = sizes_list[b]
             plan = plans.get(sizes)
             if plan is None:
                 plan = plans[sizes] = _sbm_plan(sizes, spec.mean_degree, spec.homophily)
@@ -1042,10 +1042,10 @@ def _sbm_draws(
     it): the words are the buffered one (if `buffered`) then the halves of the raw
     uint64s appended to `raws`. Returns how many halves were drawn, whether the buffered
     word was used, and whether one is buffered after."""
-    bits = rng.bit_generator
+    binomial, random_raw = rng.binomial, rng.bit_generator.random_raw
     halves, used = 0, False
     for pairs, p, ends in draws:
-        m = int(rng.binomial(pairs, p))
+        m = binomial(pairs, p)
         edges.append(m)
         k = m * ends
         if k:
@@ -1053,7 +1053,7 @@ def _sbm_draws(
                 used |= not halves
                 k -= 1
             if k:
-                raws.append(bits.random_raw((k + 1) // 2))
+                raws.append(random_raw((k + 1) // 2))
                 halves += k + k % 2
             buffered = k % 2 == 1
     return halves, used, buffered
