@@ -682,7 +682,7 @@ class BatchedRecourseEnv(VectorEnv):
         by_block = np.argsort(world_block.astype(np.min_scalar_type(B * G)), kind="stable")
         if total_nodes**2 < 2**31:  # the graph's node numbers as `SocialGraph.from_arcs` keys them
             by_block = by_block.astype(np.int32)
-        block_start = np.concatenate([[0], np.cumsum(block_size.reshape(-1))])[:-1].reshape(B, G)
+        block_start = (block_size.cumsum() - block_size.ravel()).reshape(B, G)
         sizes_list = list(map(tuple, block_size.tolist()))
 
         # the graphs' draws, world by world: a binomial edge count per block pair, then
@@ -786,8 +786,8 @@ class BatchedRecourseEnv(VectorEnv):
         np.cumsum(bound, out=start[1:])
         uniforms = np.empty(int(start[-1]))
         at = start.tolist()
-        for b in range(B):  # (straight into place)
-            rngs[b].random(out=uniforms[at[b] : at[b + 1]])
+        for rng, lo, hi in zip(rngs, at[:-1], at[1:], strict=True):  # (straight into place)
+            rng.random(out=uniforms[lo:hi])
         start = start[:-1]
         # member i of world w: uniforms[start[w] + i - node_start[w]]
         first_uniform = np.repeat(start - node_start[:-1], members)
