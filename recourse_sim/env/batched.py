@@ -341,11 +341,14 @@ class BatchedRecourseEnv(VectorEnv):
         if self._remembers:
             pairs = zip(envs, seeds, strict=True)
             obs = [env.reset(seed=seed, options=options)[0] for env, seed in pairs]
+            st = self._state
             for i in worlds:
                 self._load_world(i)
-                env = self.envs[i]
+                # what the single env's observation of the first cohort computed
+                env, shift, scale = self.envs[i], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
+                st["Xs"][i] = _standardised(env._cohort.report[None], shift, scale)
                 proba, favourable = env._honest_decisions(env._cohort)
-                self._state["p"][i], self._state["favourable"][i] = proba[:, self._fav], favourable
+                st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
             return np.stack(obs)
         data = [env._reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
         try:
@@ -361,7 +364,8 @@ class BatchedRecourseEnv(VectorEnv):
         return self._observation()[worlds]
 
     def _load_world(self, i: int) -> None:
-        """World `i`'s state as its `RecourseEnv` has just reset it."""
+        """World `i`'s state as its `RecourseEnv` has just reset it (all but what its
+        observation computes: the standardised reports, P(favourable), the decisions)."""
         env = self.envs[i]
         st, c = self._state, env._cohort
         st["X"][i], st["report"][i], st["group"][i], st["query"][i] = (
@@ -376,9 +380,6 @@ class BatchedRecourseEnv(VectorEnv):
             st["x_shift"][i] = env.learner.state_["x_shift"].numpy()
             st["x_scale"][i] = env.learner.state_["x_scale"].numpy()
         st["feature_mean"][i], st["feature_scale"][i] = env._feature_mean, env._feature_scale
-        st["Xs"][i] = _standardised(
-            c.report[None], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
-        )
         st["acceptance"][i] = 0.0
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0
