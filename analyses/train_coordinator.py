@@ -70,6 +70,7 @@ from recourse_sim.agents.policies import AnalyticPolicy, evaluate, make_baseline
 from recourse_sim.agents.training import PPOConfig, train_ppo
 from recourse_sim.env import RecourseEnv
 from recourse_sim.env.batched import native_reason
+from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import load_scenario
 from recourse_sim.stats import mean_ci
 
@@ -171,6 +172,8 @@ def main(args: Args) -> None:
             f"error: --timesteps needs one number per scenario ({len(args.scenarios)}), "
             f"got {list(args.timesteps)}"
         )
+    for scenario in args.scenarios:  # each one known and controlled, before any training
+        controlled_population(scenario)
     out = args.out or (
         Path(tempfile.gettempdir()) / "recourse_sim_coordinator_quick" if args.quick else RESULTS
     )
@@ -285,7 +288,10 @@ class Job:
 
 def controlled_population(scenario: str) -> str:
     """The name of the scenario's controlled population (the one the action drives)."""
-    spec = load_scenario(scenario)
+    try:
+        spec = load_scenario(scenario)
+    except ConfigError as exc:
+        raise SystemExit(f"error: --scenarios: {exc}") from None
     names = [name for name, p in spec.populations.items() if p.strategy == "controlled"]
     if not names:
         raise SystemExit(f"error: scenario {scenario!r} has no controlled population")

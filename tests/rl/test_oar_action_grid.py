@@ -38,3 +38,9 @@ def test_quick_run_writes_the_grid_with_oar_at_zero_difference(grid, tmp_path):
 def test_the_grid_must_hold_oar(grid, tmp_path):
     with pytest.raises(SystemExit, match="must include 1"):
         grid.main(grid.Args(scenarios=("coordination_toy",), shares=(0.5,), out=tmp_path))
+
+
+@pytest.mark.parametrize("scenario", ["no_such_scenario", "school_assignment"])
+def test_a_scenario_without_a_controlled_population_is_one_error(grid, tmp_path, scenario):
+    with pytest.raises(SystemExit, match=r"^error: .*(unknown scenario|no controlled)"):
+        grid.main(grid.Args(scenarios=(scenario,), quick=True, out=tmp_path))

@@ -42,3 +42,8 @@ def test_quick_run_writes_the_comparison_table(tc, tmp_path):
 def test_args_need_one_budget_per_scenario(tc, tmp_path):
     with pytest.raises(SystemExit, match="one number per scenario"):
         tc.main(tc.Args(scenarios=("coordination_toy",), timesteps=(100, 200), out=tmp_path))
+
+
+def test_an_unknown_scenario_is_one_error_before_training(tc, tmp_path):
+    with pytest.raises(SystemExit, match=r"^error: --scenarios: unknown scenario"):
+        tc.main(tc.Args(scenarios=("no_such_scenario",), timesteps=(100,), out=tmp_path))
