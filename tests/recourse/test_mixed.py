@@ -100,22 +100,59 @@ def test_mixed_matches_brute_force(p):
     assert solved > 40
 
 
-def test_one_row_search_equals_the_batched_search():
-    """p = 1: a few rows are searched one at a time, best first on Python floats; many
-    rows together, breadth first on arrays. Both are exact: the same reachability and
-    the same costs on the same rows."""
-    rng = np.random.default_rng(1)
-    aset = _small(rng, 1, 1)[1]
-    X = np.array([_small(rng, 1, 1)[0] for _ in range(80)])
-    c = rng.normal(size=(80, 8))
-    gap = rng.uniform(0.0, 4.0, 80)
+def _random_instances(rng, p, n_sets: int, n_rows: int):
+    """`n_sets` random action sets over `TYPES` (random immutable features, monotone
+    ordinal, cost weights), each with `n_rows` random rows, score gradients and gaps.
+    Half of the numbers lie on a coarse grid (weights in {0.25, 0.5, 1, 2}, gradients and
+    gaps in tenths), where a move meets the gap exactly and floating-point sums leave
+    residues such as 2e-16: the cases a comparison with the gap must not get wrong."""
+    for _ in range(n_sets):
+        immutable = [j for j in range(5) if rng.random() < 0.35]
+        on_grid = rng.random() < 0.5
+        aset = _small(rng, p, 1)[1].replace(
+            immutable=immutable,
+            increase_only=[4] if 4 not in immutable and rng.random() < 0.3 else (),
+            cost_weights=rng.choice([0.25, 0.5, 1.0, 2.0], 8)
+            if on_grid
+            else rng.uniform(0.2, 2, 8),
+        )
+        X = np.array([_small(rng, p, 1)[0] for _ in range(n_rows)])
+        grid = rng.random(n_rows) < 0.5
+        c = np.where(
+            grid[:, None], rng.integers(-3, 4, (n_rows, 8)) * 0.1, rng.normal(size=(n_rows, 8))
+        )
+        gap = np.where(grid, rng.integers(1, 25, n_rows) * 0.1, rng.uniform(0.0, 4.0, n_rows))
+        yield aset, X, c, gap
+
+
+def _assert_one_row_equals_batched(c, gap, X, aset):
+    """Each row asked alone gets the batched call's answer: the same reachability and
+    the same cost (to the searches' 1e-12 relative optimality). (Rows that need nothing,
+    gap ≤ 0, are answered before any search: asked together only, δ = 0.)"""
     together = mixed_cheapest_recourse(c, gap, X, aset)
-    alone = [
-        mixed_cheapest_recourse(c[i : i + 1], gap[i : i + 1], X[i : i + 1], aset) for i in range(80)
-    ]
-    assert (together.reachable == [a.reachable[0] for a in alone]).all()
-    assert together.reachable.sum() > 40
-    np.testing.assert_allclose([a.cost[0] for a in alone], together.cost, rtol=1e-12)
+    reachable, cost = np.ones(len(X), bool), np.zeros(len(X))
+    for i in np.flatnonzero(gap > 0):
+        alone = mixed_cheapest_recourse(c[i : i + 1], gap[i : i + 1], X[i : i + 1], aset)
+        reachable[i], cost[i] = alone.reachable[0], alone.cost[0]
+    np.testing.assert_array_equal(reachable, together.reachable)
+    np.testing.assert_allclose(cost, together.cost, rtol=1e-12)
+    return together
+
+
+@pytest.mark.parametrize(
+    "p", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(np.inf, marks=pytest.mark.slow)]
+)
+def test_one_row_search_equals_the_batched_search(p):
+    """2,000 random mixed-type problems: each asked alone equals the same rows asked
+    together. With p = 1 a few rows are searched one at a time, best first on Python
+    floats (`mixed._best_first`), many rows together breadth first on arrays; both test
+    a node against the gap up to rounding (`mixed._reached`), so a residue of
+    floating-point subtraction drops no feasible node on either path."""
+    rng = np.random.default_rng(1)
+    reachable = 0
+    for aset, X, c, gap in _random_instances(rng, p, n_sets=25, n_rows=80):
+        reachable += _assert_one_row_equals_batched(c, gap, X, aset).reachable.sum()
+    assert 1000 < reachable < 2000
 
 
 @pytest.mark.parametrize("p", [1, 2, np.inf])
@@ -188,7 +225,6 @@ def german_typed():
     types |= {"installment_rate": "ordinal", "present_residence_since": "ordinal"}
     group = ["checking_account_negative", "checking_account_none", "checking_account_some"]
     learner = LogisticRegression(C=1.0).fit(X, ds.y)
-    rejected = X[learner.predict(X) == 0]
 
     def action_set(p, epsilon):
         return ActionSet(
@@ -206,7 +242,17 @@ def german_typed():
             onehot_groups=[group],
         )
 
-    return learner, rejected, action_set
+    return learner, X, action_set
+
+
+def _logit(learner, X: np.ndarray):
+    """A fitted logistic regression's (gradient c of the logit in x, logit of each row)."""
+    state = learner.state_
+    coef = state["coef"].numpy()[0]
+    scale = state["x_scale"].numpy() if "x_scale" in state else np.ones_like(coef)
+    shift = state["x_shift"].numpy() if "x_shift" in state else np.zeros_like(coef)
+    logit = ((X - shift) / scale) @ coef + float(state["intercept"].numpy()[0])
+    return coef / scale, logit
 
 
 def _milp_min_cost(x, c, gap, aset: ActionSet):
@@ -312,14 +358,10 @@ def _milp_min_cost(x, c, gap, aset: ActionSet):
 def test_min_cost_german_matches_independent_milp(german_typed, p):
     """min_cost on every rejected German row equals the MILP optimum within 1e-6
     relative, and succeeds exactly where the MILP's optimum is within the budget."""
-    learner, rejected, action_set = german_typed
+    learner, X, action_set = german_typed
+    rejected = X[learner.predict(X) == 0]
     free = action_set(p, 1e9)
-    state = learner.state_
-    coef = state["coef"].numpy()[0]
-    scale = state["x_scale"].numpy() if "x_scale" in state else np.ones_like(coef)
-    shift = state["x_shift"].numpy() if "x_shift" in state else np.zeros_like(coef)
-    c = coef / scale
-    logit = ((rejected - shift) / scale) @ coef + float(state["intercept"].numpy()[0])
+    c, logit = _logit(learner, rejected)
     gap = -logit + 1e-12 * (1.0 + np.abs(logit))
     reference = [_milp_min_cost(x, c, g, free) for x, g in zip(rejected, gap, strict=True)]
     solvable = np.array([r is not None for r in reference])
@@ -337,6 +379,45 @@ def test_min_cost_german_matches_independent_milp(german_typed, p):
     res = individual_recourse(learner, rejected, 1, free, method="linear", objective="min_cost")
     np.testing.assert_array_equal(res.success, solvable)
     np.testing.assert_allclose(res.cost[solvable], ref_cost[solvable], rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def german_scenario():
+    """German credit as the lending_german scenario declares it: its action set (credit
+    amount and age actionable, the dataset's own types: integers) and its learner (a
+    logistic regression, C = 1) fitted on every row."""
+    from recourse_sim.env.recourse_env import RecourseEnv
+    from recourse_sim.scenarios import load_scenario
+
+    env = RecourseEnv(load_scenario("lending_german"))
+    ds = load("german")
+    X = np.asarray(ds.X, dtype=np.float64)
+    return LogisticRegression(C=1.0).fit(X, ds.y), X, env.action_set
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p", [1, 2, np.inf])
+@pytest.mark.parametrize("features", ["german_scenario", "german_typed"])
+def test_every_german_row_alone_equals_the_batched_search(request, features, p):
+    """Every German credit row, asked alone, gets the answer of all rows asked together,
+    for the decision at P(good) ≥ 0.5 and at ≥ 0.9: with the lending_german scenario's
+    action set and with every feature but three free to move over German's own types
+    (integers, ordinal codes, binaries, the checking account's one-hot group)."""
+    learner, X, action_set = request.getfixturevalue(features)
+    aset = (
+        action_set.replace(p=p, epsilon=1e9)
+        if features == "german_scenario"
+        else action_set(p, 1e9)
+    )
+    c, logit = _logit(learner, X)
+    c = np.broadcast_to(c, X.shape)
+    searched = 0
+    for required in (0.0, np.log(9.0)):  # P(good) ≥ 0.5, ≥ 0.9
+        gap = required - logit
+        gap = gap + 1e-12 * (1.0 + np.abs(required) + np.abs(logit))  # (as `linear_min_cost`)
+        searched += (gap > 0).sum()
+        _assert_one_row_equals_batched(c, gap, X, aset)
+    assert searched > 900
 
 
 # -- nonlinear min_cost: never "no recourse" where the budget answer gets the decision --
