@@ -42,6 +42,7 @@ __all__ = [
     "Strategy",
     "Truthful",
     "adapt",
+    "aim_unreachable",
     "effort_tolerance",
     "make_strategy",
     "register",
@@ -64,12 +65,28 @@ def effort_tolerance(spec, v: np.ndarray) -> np.ndarray:
     return spread_quantile(spec, v)
 
 
+# the largest margin below 1 (a margin is a probability in [0, 1)): a spread's upper tail
+# (lognormal) is clipped to it, and such a person's aim, cut-off plus margin, is above 1
+_LARGEST_MARGIN = float(np.nextafter(1.0, 0.0))
+
+
 def seeker_margins(spec, q: np.ndarray) -> float | np.ndarray:
     """Per-person margins (probability units) of a population's ``margin`` at the
-    people's margin quantiles `q`: the number itself, or the inverse CDF of its spread."""
+    people's margin quantiles `q`: the number itself, or the inverse CDF of its spread,
+    clipped below 1 (a lognormal's tail passes 1: that person's aim cannot be reached,
+    `aim_unreachable`, and they change nothing)."""
     if isinstance(spec, int | float):
         return float(spec)
-    return spread_quantile(spec, q)
+    return np.minimum(spread_quantile(spec, q), _LARGEST_MARGIN)
+
+
+def aim_unreachable(spec, target: np.ndarray | None, margin) -> np.ndarray | bool:
+    """Under a population's ``objective: min_cost``, whose aim, the P(goal) their
+    decision needs (`target`; None: the argmax) plus their margin, is at or above 1: no
+    change of theirs reaches it (False elsewhere)."""
+    if target is None or getattr(spec, "objective", None) != "min_cost":
+        return False
+    return np.asarray(target, dtype=np.float64) + margin >= 1.0
 
 
 def _margin_of(spec, margin, tried: np.ndarray):

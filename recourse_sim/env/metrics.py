@@ -64,6 +64,11 @@ Every row (each group, ``query``, ``all``) has:
   there, and under ``capacity`` a pile is one tied score that only the first of them
   (``ties``) gets a place with; empty without seekers, under ``argmax`` and when the
   capacity rule gave nobody a place
+- ``aim_unreachable``: seekers (a count) whose aim, the score the round's decision
+  needs of them plus their ``margin`` (drawn per person from a spread), is at or above
+  P = 1: no change reaches it, so they change nothing (a lognormal margin's upper tail;
+  margins are clipped just below 1). 0 for populations with a fixed margin below
+  1 − the score needed, and outside ``objective: min_cost``
 
 On causal worlds (``world.kind: scm``) every row also has (empty where nobody counts):
 
@@ -234,6 +239,9 @@ class RoundRecord:
     # (n,) the P(favourable) the final decision needs of each (capacity: the round's
     # cut-off score; threshold rules: their threshold); None: no such score (argmax)
     cutoff: np.ndarray | None = None
+    # (n,) bool: sought recourse aiming at P(favourable) ≥ 1 (the score needed plus a
+    # margin drawn per person); None: nobody
+    aim_unreachable: np.ndarray | None = None
     # causal (scm) worlds only, else None. Per person, NaN where it does not apply:
     # 1/0 whether the recourse that got them the favourable decision last round is
     # honoured now that they re-apply (after the refit), and whether this round's
@@ -341,7 +349,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     n = len(r.group)
     member = _membership(r.group, r.query, n_groups)
     fav, true_fav, tried, leaving = r.favourable, r.true_favourable, r.tried, r.leaving
-    values = np.empty((13, n))
+    values = np.empty((14, n))
     values[0] = 1.0
     values[1] = fav
     values[2] = r.favourable_before
@@ -355,6 +363,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     values[10] = np.where(fav, r.waited, 0)
     values[11] = np.where(leaving, r.failed, 0)
     values[12] = tried & (r.cutoff is not None and np.abs(r.score - r.cutoff) <= TIE_RESOLUTION)
+    values[13] = False if r.aim_unreachable is None else r.aim_unreachable
     counts = (member @ values.T).astype(np.int64).tolist()
     pool = _membership(r.pool_group, r.pool_query, n_groups).sum(1).astype(np.int64).tolist()
     holders = _membership(r.holder_group, r.holder_query, n_groups)
@@ -366,7 +375,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
     out = []
     for j, row in enumerate(counts):
         size, n_fav, fav_before, n_true, correct, seekers, seekers_fav = row[:7]
-        fav_true, new, leavers, waited, failed, at_cutoff = row[7:13]
+        fav_true, new, leavers, waited, failed, at_cutoff, unreachable = row[7:14]
         mean_cost = None  # no seekers: the seekers' rates are empty, never 0
         if seekers:
             own = cost if j == n_groups + 1 else cost[query if j == n_groups else group == j]
@@ -389,6 +398,7 @@ def _set_rates(r: RoundRecord, n_groups: int) -> list[dict[str, float | int | No
                 "mean_failed_attempts": _ratio(failed, leavers),
                 "recourse_reliability": _ratio(int(held[j, 1]), int(held[j, 0])),
                 "seekers_at_cutoff": None if r.cutoff is None else _ratio(at_cutoff, seekers),
+                "aim_unreachable": unreachable,
             }
         )
     return out

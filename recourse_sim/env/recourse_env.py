@@ -18,6 +18,7 @@ from recourse_sim.agents.strategies import (
     IndividualResult,
     Strategy,
     adapt,
+    aim_unreachable,
     make_strategy,
     seeker_margins,
 )
@@ -722,6 +723,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X=c.X,
             report=X_rep,
             cutoff=cutoff,
+            aim_unreachable=moves.aim_unreachable,
             **validity,
         )
         metrics = round_metrics(record, self._row_labels)
@@ -929,7 +931,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         learner, n = self.learner, len(c.group)
         X_rep, X_true = c.report.copy(), c.X.copy()
         tried, cost = c.moved.copy(), c.move_cost.copy()
-        acted = np.zeros(n, bool)
+        acted, unreachable = np.zeros(n, bool), np.zeros(n, bool)
         later = np.zeros_like(X_rep)
         moved, move_cost = np.zeros(n, bool), np.zeros(n)
         for s in self.strategies:
@@ -939,15 +941,17 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             if getattr(s.spec, "recourse", None) is not None:
                 found = self._causal_recourse(s, c, X_true, seekers, cut)
             else:
+                target, margin = self._needed(c.group, cut), self._margins(s, c.person)
                 found = s.act(
                     learner,
                     X_rep,
                     seekers,
                     self.favourable,
                     self._stream_of(s),
-                    target=self._needed(c.group, cut),
-                    margin=self._margins(s, c.person),
+                    target=target,
+                    margin=margin,
                 )
+                unreachable |= found.tried & aim_unreachable(s.spec, target, margin)
             if cut is not None and found.tried.any():
                 # rejected at the cut-off by a tie: nothing to move, so nobody tries
                 rows = np.flatnonzero(found.tried)
@@ -990,8 +994,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
             holders[np.flatnonzero(moved)[~reached]] = False
         return _Moves(
-            X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
-        )
+            X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable,
+            holders, unreachable & tried,
+        )  # fmt: skip
 
     def _causal_recourse(
         self, s: Strategy, c: Cohort, X_true: np.ndarray, seekers: np.ndarray, cut: float | None
@@ -1463,6 +1468,7 @@ class _Moves:
     proba: np.ndarray  # (n, k) class probabilities of the final reports
     favourable: np.ndarray  # (n,) bool: final decision
     holders: np.ndarray  # (n,) bool: their recourse got or reached this round's decision
+    aim_unreachable: np.ndarray  # (n,) bool: sought recourse aiming at P ≥ 1 (margin)
 
 
 def _no_holders(d: int) -> dict[str, np.ndarray]:

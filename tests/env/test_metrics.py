@@ -42,6 +42,9 @@ def _plain_rates(r: RoundRecord, mask: np.ndarray, pool: np.ndarray, held: np.nd
         "seekers_at_cutoff": None
         if r.cutoff is None
         else ratio(np.abs(r.score - r.cutoff) <= 1e-9, seekers),
+        "aim_unreachable": 0
+        if r.aim_unreachable is None
+        else int((mask & r.aim_unreachable).sum()),
     }
 
 
@@ -130,6 +133,8 @@ def _record(rng, n: int, n_groups: int, seek: float, classes: int = 2) -> RoundR
         holder_favoured=rng.random(h) < 0.6,
         # the cut-off score, at which some seekers sit (None: an argmax rule)
         cutoff=None if classes > 2 else np.full(n, 0.5),
+        # seekers aiming at P ≥ 1 (a margin drawn per person)
+        aim_unreachable=tried & (rng.random(n) < 0.1),
     )
 
 
