@@ -135,7 +135,8 @@ class UniformMargin(_Model):
 
 class LognormalMargin(_Model):
     """Per-person margins whose logarithm is normal: most near `median`, a long upper
-    tail (a margin that puts the aim above 1 cannot be reached: that person stays)."""
+    tail (clipped below 1; a margin that puts the aim at or above 1 cannot be reached:
+    that person stays, counted in ``aim_unreachable``)."""
 
     kind: Literal["lognormal"]
     median: Annotated[float, Field(gt=0.0, lt=1.0)]  # median margin (probability)
@@ -190,8 +191,10 @@ class _Seekers(_Population):
     # min_cost: how far above the score the decision needs (threshold or cut-off) a seeker
     # aims, in probability units; a number for everyone (0: exactly at it, the best
     # response of strategic classification), or a spread drawn once per person (kept for
-    # their stay, from the named stream `margin/<population>`), as applicants who do not
-    # know the exact cut-off aim above it by different amounts
+    # their stay, from the named stream `margin/<population>`): seekers are given the
+    # exact score needed, and a margin of their own stands in (an assumption) for not
+    # knowing it; a spread's values at or above 1 are clipped below 1 (that aim is out
+    # of reach: the metric aim_unreachable)
     margin: Margin = 0.0
 
 
