@@ -155,7 +155,14 @@ class Mechanism:
 class StructuralCausalModel:
     """A DAG of mechanisms over named nodes (see the module docstring)."""
 
-    def __init__(self, names: tuple[str, ...], mechanisms: tuple[Mechanism, ...]):
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        mechanisms: tuple[Mechanism, ...],
+        source: str | None = None,
+    ):
+        """`source`: the scenario file the model comes from (named in its errors)."""
+        self.source = source
         self.names = tuple(names)
         self.mechanisms = tuple(mechanisms)
         self.order = _topological_order([m.parents for m in self.mechanisms])
@@ -195,8 +202,9 @@ class StructuralCausalModel:
             if bad.any():
                 finite = column[np.isfinite(column)]
                 largest = f"{np.abs(finite).max():.3g}" if finite.size else "none"
+                where = f"{self.source}: " if self.source else ""
                 raise ConfigError(
-                    f"world.nodes.{self.names[j]}: its values overflow: {int(bad.sum()):,} "
+                    f"{where}world.nodes.{self.names[j]}: its values overflow: {int(bad.sum()):,} "
                     f"of {len(column):,} people drawn are beyond ±{MAX_MAGNITUDE:g} or not "
                     f"finite (largest finite magnitude {largest}); scale its coef, "
                     "intercept or noise down"

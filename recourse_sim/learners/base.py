@@ -328,9 +328,8 @@ class Learner(ABC):
         multiplied its norm by more than `DIVERGENCE_FACTOR`."""
         if getattr(self, "diverging_", False):
             return
-        old = float(np.linalg.norm(before))
         with np.errstate(over="ignore", invalid="ignore"):
-            new = float(np.linalg.norm(after))
+            old, new = float(np.linalg.norm(before)), float(np.linalg.norm(after))
         if np.isfinite(new) and new <= DIVERGENCE_FACTOR * max(old, 1.0):
             return
         self.diverging_ = True
