@@ -61,6 +61,12 @@ def _gaussian(tmp_path: Path, extra: str = "", name: str = "g") -> Path:
     return path
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _alias_bomb() -> str:
     lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     for i in range(1, 10):
@@ -83,9 +89,9 @@ def test_unbounded_inputs_exit_2_fast_under_4_gb(tmp_path, case):
             "  query_size: 5", "  query_size: 5\n  history_size: 1000000000000"
         )
         path.write_text(text, encoding="utf-8")
-    started = time.perf_counter()
+    started = _children_cpu()
     proc = _cli("run", str(path), "--out", str(tmp_path / "run"), limit=True)
-    assert time.perf_counter() - started < 10
+    assert _children_cpu() - started < 10  # CPU seconds (wall time varies with the load)
     line = _one_error_line(proc)
     assert path.name in line
     assert not (tmp_path / "run" / "metrics.csv").exists()
@@ -871,9 +877,9 @@ def test_num_envs_beyond_the_memory_budget_is_refused_not_a_crash():
 def test_a_csv_header_of_a_million_columns_is_refused_at_once(tmp_path, capsys):
     header = ",".join(f"c{i}" for i in range(1_000_000)) + ",a,b,y\n"
     path = _csv_scenario(tmp_path, "wide.csv", header + "0," * 1_000_000 + "1,2,1\n")
-    started = time.perf_counter()
+    started = time.process_time()
     assert main(["validate", str(path)]) == 2
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10  # CPU seconds
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "1,000,003 columns" in err
 
