@@ -6,6 +6,8 @@ Magnitudes: every real number a scenario or a data file gives lies within
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 from recourse_sim.errors import ConfigError
 
@@ -13,6 +15,20 @@ from recourse_sim.errors import ConfigError
 # values, changes, gradients, copies) and besides (scores, decisions, people.csv text)
 BYTES_PER_FEATURE = 8 * 16
 BYTES_PER_ROW = 400
+# a person of a CSV world's `population: file`, besides the features: the file's parsed
+# cells, the oracle's and the learner's copies (measured: 1.4 KB a row at 2 features,
+# from the peak memory of a one-round run on 20,000 and 200,000 rows)
+BYTES_PER_FILE_PERSON = 2048
+
+# bytes of a people.csv row (a school run's rows average 61), and per feature of
+# --people-features (a true value and a report)
+BYTES_PER_PEOPLE_ROW = 64
+BYTES_PER_PEOPLE_FEATURE = 24
+
+# Classes a label may have: each class adds a row of model parameters, and a multinomial
+# logistic model's Hessian grows with the square of their number (10^4 classes of one
+# feature: 3.2 GB; 10^5: 320 GB)
+MAX_CLASSES = 1_000
 
 # Every real-valued setting and data value lies within ±MAX_MAGNITUDE (larger ones
 # overflow the round's arithmetic: squares and sums of 10^6 rows).
@@ -34,10 +50,13 @@ def memory_limit() -> int:
     return limit
 
 
-def rows_over_budget(n: int, d: int, what: str = "rows") -> str | None:
+def rows_over_budget(
+    n: int, d: int, what: str = "rows", row_bytes: int = BYTES_PER_ROW
+) -> str | None:
     """Why `n` rows of `d` features will not fit (more than half the memory this process
-    may use: the rest is the interpreter, torch and the model), or None if they do."""
-    need = n * (d * BYTES_PER_FEATURE + BYTES_PER_ROW)
+    may use: the rest is the interpreter, torch and the model), or None if they do.
+    `row_bytes`: a row's cost besides its features."""
+    need = n * (d * BYTES_PER_FEATURE + row_bytes)
     allowed = memory_limit() // 2
     if need <= allowed:
         return None
@@ -55,6 +74,37 @@ def check_file(size: int, field: str, source: str, factor: int = 20) -> None:
         raise ConfigError(
             f"{source}: {field}: the file has {_size(size)}; reading it needs about "
             f"{_size(size * factor)} while a run may use {_size(allowed)} here"
+        )
+
+
+def check_classes(n: int, field: str) -> None:
+    """ConfigError naming `field` if a label has more than `MAX_CLASSES` classes (checked
+    before any model is built)."""
+    if n > MAX_CLASSES:
+        raise ConfigError(
+            f"{field}: {n:,} classes; a label may have at most {MAX_CLASSES:,} (each class "
+            "is a row of model parameters)"
+        )
+
+
+def free_disk(path: Path) -> int:
+    """Bytes free on the file system that holds `path` (or its nearest existing parent)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def check_outputs(rounds: int, people: int, d: int, out: Path, field: str) -> None:
+    """ConfigError naming `field` if the people.csv of `rounds` rounds of `people`
+    applicants (`d` feature columns more per row, 0 without them) would not fit on the
+    disk that holds `out`: refused before the first round instead of filling the disk."""
+    need = rounds * people * (BYTES_PER_PEOPLE_ROW + d * BYTES_PER_PEOPLE_FEATURE)
+    free = free_disk(out)
+    if need > free:
+        raise ConfigError(
+            f"{field}: {rounds:,} rounds of {people:,} people write a people.csv of about "
+            f"{_size(need)} while {_size(free)} is free where it goes ({out}); lower it"
         )
 
 

@@ -255,6 +255,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.out is not None
         else Path("runs") / f"{_slug(scenario.name)}-seed{args.seed}"
     )
+    _check_outputs(scenario, rounds, out, args)
     # a bar on a terminal; elsewhere (a log) a line every few seconds
     progress = False
     if not args.quiet and rounds >= PROGRESS_MIN_ROUNDS:
@@ -287,6 +288,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 )
             )
     return 0
+
+
+def _check_outputs(scenario, rounds: int, out: Path, args: argparse.Namespace) -> None:
+    """The run's people.csv against the free disk, before the first round."""
+    from recourse_sim.budget import check_outputs
+    from recourse_sim.scenarios import world_feature_names
+    from recourse_sim.scenarios.checks import cohort_size
+
+    people, field = cohort_size(scenario.world)
+    d = len(world_feature_names(scenario.world)) if args.people_features else 0
+    what = "--rounds" if args.rounds is not None else "rounds"
+    check_outputs(rounds, people, d, out, f"{what} x {field}")
 
 
 def _slug(name: str) -> str:

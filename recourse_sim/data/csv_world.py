@@ -19,7 +19,13 @@ from stat import S_ISREG
 
 import numpy as np
 
-from recourse_sim.budget import MAX_MAGNITUDE, check_file
+from recourse_sim.budget import (
+    BYTES_PER_FILE_PERSON,
+    MAX_MAGNITUDE,
+    check_classes,
+    check_file,
+    rows_over_budget,
+)
 from recourse_sim.errors import ConfigError
 
 
@@ -70,6 +76,8 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
 
     spec = types.SimpleNamespace(**json.loads(spec_json))
     text = _csv_text(path, source)
+    if spec.population == "file":  # the rows are the people: counted before parsing
+        _check_population(text, path)
     try:
         df = pd.read_csv(io.BytesIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
@@ -148,6 +156,7 @@ def _read_csv_cached(path: str, mtime: int, spec_json: str, source: str) -> Tabu
     classes = sorted(labels.unique(), key=_natural_key)
     if len(classes) < 2:
         fail(spec.label, f"the label has a single class {classes[0]!r}; need at least two")
+    check_classes(len(classes), f"{path}: column {spec.label!r}")
     favourable = str(spec.favourable)
     matches = [c for c in classes if c == favourable or _same_number(c, favourable)]
     if not matches:
@@ -280,6 +289,18 @@ def _csv_text(path: str, source: str) -> bytes:
             f"{path}: the header has {width:,} columns; a CSV world reads at most {MAX_COLUMNS:,}"
         )
     return data
+
+
+def _check_population(text: bytes, path: str) -> None:
+    """ConfigError naming the number of rows if the people of a `population: file`
+    world (every data row, every round) would not fit in memory."""
+    lines = text.count(b"\n") + (not text.endswith(b"\n"))
+    width = text[: text.find(b"\n")].count(b",") + 1 if lines else 1
+    problem = rows_over_budget(
+        max(lines - 1, 0), width, "people (the file's rows)", BYTES_PER_FILE_PERSON
+    )
+    if problem:
+        raise ConfigError(f"{path}: world.population: file: {problem} (or use population: sample)")
 
 
 def infer_columns(df, exclude: list, path: str) -> dict[str, str]:

@@ -59,6 +59,7 @@ from gymnasium.vector.utils import batch_space
 from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
 from recourse_sim.agents.strategies import IndividualResult, adapt, seeker_margins
 from recourse_sim.data.school import school_from_numbers, school_numbers
+from recourse_sim.env import guards
 from recourse_sim.env.metrics import tie_key
 from recourse_sim.env.recourse_env import (
     FEATURE_BOUND,
@@ -263,6 +264,7 @@ class BatchedRecourseEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        guards.check_reset(self, seed, options, ("reset_mask",), self.num_envs)
         B = self.num_envs
         if seed is None or isinstance(seed, int | np.integer):
             seeds = [None if seed is None else int(seed) + i for i in range(B)]
@@ -405,6 +407,7 @@ class BatchedRecourseEnv(VectorEnv):
 
     # -- step ------------------------------------------------------------------------------
     def step(self, actions) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        guards.check_step(self)
         if not self._state:
             raise gym.error.ResetNeeded("call reset() before step()")
         mode = self._autoreset_mode
@@ -960,6 +963,7 @@ class BatchedRecourseEnv(VectorEnv):
         return np.clip(obs, space.low, space.high)
 
     def close_extras(self, **kwargs: Any) -> None:
+        guards.mark_closed(self)
         for env in self.envs:
             env.close()
 

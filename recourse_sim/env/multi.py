@@ -151,7 +151,7 @@ class RecourseParallelEnv(ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-        _, info = self.env.reset(seed=seed, options=options)
+        _, info = self.env.reset(seed=seed)  # (PettingZoo's options: none read here)
         self.agents = list(self.possible_agents)
         return self._observations(), {a: dict(info) for a in self.agents}
 

@@ -22,6 +22,7 @@ from recourse_sim.agents.strategies import (
     make_strategy,
     seeker_margins,
 )
+from recourse_sim.env import guards
 from recourse_sim.env.metrics import (
     RoundRecord,
     people_columns,
@@ -504,6 +505,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
+        guards.check_reset(self, seed, options)
         X_hist, y_hist = self._reset_until_fit(seed)
         try:
             self.learner.fit(X_hist, y_hist)
@@ -560,6 +562,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """One round. `action` drives the controlled population; a scenario without one
         ignores it and also takes ``None``."""
+        guards.check_step(self)
         if self._cohort is None or self._round >= self.scenario.rounds or self._pool.empty:
             raise ResetNeeded("call reset() before step() (and after the episode ends)")
         if action is None and self._controlled is None:
@@ -779,6 +782,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return "\n".join(lines) + "\n"
 
     def close(self) -> None:
+        guards.mark_closed(self)
         if self._window is not None:
             self._window.close()
             self._window = None
@@ -1269,6 +1273,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         """Restore a state from `get_state` (of an environment of the same scenario)."""
         import torch
 
+        guards.check_state(state)
         if self._cohort is not None:  # a state of this scenario to hold it against
             _check_restored(state, self.get_state(), self.scenario.rounds)
         try:

@@ -26,15 +26,39 @@ The three operations are separate pieces:
 
 Values and noise are (n, k) arrays with one column per node, in the model's node
 order (the order the scenario declares them).
+
+Limits: a model has at most `MAX_NODES` nodes and its longest chain of causes at most
+`MAX_DEPTH` nodes (checked when a scenario is loaded, before anything is drawn), and
+every value a person is drawn with lies within ±`recourse_sim.budget.MAX_MAGNITUDE`
+(`StructuralCausalModel.sample` names the first node beyond it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
-__all__ = ["LINKS", "NOISE_DISTRIBUTIONS", "Mechanism", "Noise", "StructuralCausalModel"]
+from recourse_sim.budget import MAX_MAGNITUDE
+from recourse_sim.errors import ConfigError
+
+__all__ = [
+    "LINKS",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "NOISE_DISTRIBUTIONS",
+    "Mechanism",
+    "Noise",
+    "StructuralCausalModel",
+]
+
+# nodes a model may have, the label included: the label's median threshold alone is
+# taken over 100,000 people x every node (0.16 GB at 200 nodes), each a column of floats
+MAX_NODES = 200
+# nodes on the longest chain of causes: each link of a chain can scale the values and
+# their rounding errors again, and a counterfactual replays the whole chain
+MAX_DEPTH = 100
 
 
 def _cube_root(x: np.ndarray) -> np.ndarray:
@@ -131,7 +155,14 @@ class Mechanism:
 class StructuralCausalModel:
     """A DAG of mechanisms over named nodes (see the module docstring)."""
 
-    def __init__(self, names: tuple[str, ...], mechanisms: tuple[Mechanism, ...]):
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        mechanisms: tuple[Mechanism, ...],
+        source: str | None = None,
+    ):
+        """`source`: the scenario file the model comes from (named in its errors)."""
+        self.source = source
         self.names = tuple(names)
         self.mechanisms = tuple(mechanisms)
         self.order = _topological_order([m.parents for m in self.mechanisms])
@@ -153,9 +184,31 @@ class StructuralCausalModel:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """n people: (values, noise), each (n, k); the noise is drawn node by node in
-        node order, one block per node."""
+        node order, one block per node.
+
+        Raises ConfigError naming the first node (in topological order) with a value
+        beyond ±MAX_MAGNITUDE or not finite: its squares and sums would overflow in the
+        learner and the metrics (e.g. ``exp(150·x)`` reaches 1e195 at x = 3)."""
         noise = np.column_stack([m.noise.draw(n, rng) for m in self.mechanisms])
-        return self.intervene(noise), noise
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below
+            values = self.intervene(noise)
+        self._check_magnitudes(values)
+        return values, noise
+
+    def _check_magnitudes(self, values: np.ndarray) -> None:
+        for j in self.order:
+            column = values[:, j]
+            bad = ~(np.abs(column) <= MAX_MAGNITUDE)  # NaN included
+            if bad.any():
+                finite = column[np.isfinite(column)]
+                largest = f"{np.abs(finite).max():.3g}" if finite.size else "none"
+                where = f"{self.source}: " if self.source else ""
+                raise ConfigError(
+                    f"{where}world.nodes.{self.names[j]}: its values overflow: {int(bad.sum()):,} "
+                    f"of {len(column):,} people drawn are beyond ±{MAX_MAGNITUDE:g} or not "
+                    f"finite (largest finite magnitude {largest}); scale its coef, "
+                    "intercept or noise down"
+                )
 
     def intervene(
         self,
@@ -187,44 +240,38 @@ class StructuralCausalModel:
 
 
 def _topological_order(parents: list[tuple[int, ...]]) -> list[int]:
-    """Nodes ordered so that parents come first (ties: declaration order); raises
-    ValueError naming a node on a cycle."""
-    k = len(parents)
-    placed = np.zeros(k, bool)
-    order: list[int] = []
-    while len(order) < k:
-        ready = [j for j in range(k) if not placed[j] and all(placed[p] for p in parents[j])]
-        if not ready:
-            stuck = next(j for j in range(k) if not placed[j])
-            raise ValueError(f"cycle through node {stuck}")
-        for j in ready:
-            placed[j] = True
-        order.extend(ready)
-    return order
+    """Nodes ordered so that parents come first, generation by generation (ties:
+    declaration order); raises ValueError naming a node on a cycle. Iterative
+    (networkx), linear in nodes plus edges."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(parents)))
+    graph.add_edges_from((p, j) for j, ps in enumerate(parents) for p in ps)
+    try:
+        return [j for layer in nx.topological_generations(graph) for j in sorted(layer)]
+    except nx.NetworkXUnfeasible:
+        stuck = nx.find_cycle(graph)[0][0]
+        raise ValueError(f"cycle through node {stuck}") from None
+
+
+def _parent_graph(graph: dict[str, list[str]]) -> nx.DiGraph:
+    """`graph` (node -> parents) as a networkx graph with an edge node -> parent."""
+    out = nx.DiGraph()
+    out.add_nodes_from(graph)
+    out.add_edges_from((node, parent) for node, ps in graph.items() for parent in ps)
+    return out
 
 
 def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
-    """A cycle of `graph` (node -> parents) as a list of names, or None if it is a DAG."""
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for parent in graph.get(node, []):
-            if state.get(parent) == 1:
-                return [*path[path.index(parent) :], parent]
-            if parent not in state:
-                found = visit(parent)
-                if found:
-                    return found
-        state[node] = 2
-        path.pop()
+    """A cycle of `graph` (node -> parents) as a list of names, each followed by one of
+    its parents and ending where it began, or None if it is a DAG. Iterative: a chain
+    of any length is searched without recursion."""
+    try:
+        edges = nx.find_cycle(_parent_graph(graph))
+    except nx.NetworkXNoCycle:
         return None
+    return [edges[0][0], *(parent for _, parent in edges)]
 
-    for node in graph:
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
-    return None
+
+def longest_chain(graph: dict[str, list[str]]) -> list[str]:
+    """The longest chain of causes of a DAG `graph` (node -> parents), cause first."""
+    return list(reversed(nx.dag_longest_path(_parent_graph(graph))))

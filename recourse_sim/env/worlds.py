@@ -605,7 +605,7 @@ class Scm(World):
     the label's included, is the one they arrived with.
     """
 
-    def __init__(self, spec: ScmWorld):
+    def __init__(self, spec: ScmWorld, source: str | None = None):
         from recourse_sim.env.scm import Mechanism, Noise, StructuralCausalModel
 
         self.spec = spec
@@ -622,7 +622,7 @@ class Scm(World):
             )
             for node in spec.nodes.values()
         )
-        self.scm = StructuralCausalModel(names, mechanisms)
+        self.scm = StructuralCausalModel(names, mechanisms, source)
         self.label = names.index(spec.label)
         self.feature_nodes = np.array([j for j in range(len(names)) if j != self.label])
         fnames = spec.feature_names
@@ -713,7 +713,7 @@ def build_world(spec, source: str = "<scenario>") -> World:
     if isinstance(spec, GaussianWorld):
         return Gaussian(spec)
     if isinstance(spec, ScmWorld):
-        return Scm(spec)
+        return Scm(spec, source)
     raise AssertionError(f"unhandled world {type(spec).__name__}")
 
 

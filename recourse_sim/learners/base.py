@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
 from typing import Any
@@ -37,6 +38,17 @@ UPDATE_RULES = ("refit", "window", "sgd", "frozen")
 ``window``: refit on the last ``window`` rounds; ``sgd``: warm-started gradient steps
 on the new round only; ``frozen``: never updated (the update is the identity, so the
 reports it is given cannot move it)."""
+
+DIVERGENCE_FACTOR = 100.0
+"""An ``sgd`` update diverges when it leaves θ not finite, or multiplies ‖θ‖ by more than
+this (measured against max(‖θ‖, 1) before the update): a learning rate far too large
+for the data overshoots and each step multiplies θ again. Warned about once per fit
+(`DivergenceWarning`), with the numbers; the run goes on, as the rule was asked for."""
+
+
+class DivergenceWarning(UserWarning):
+    """An ``sgd`` update made θ grow without bound (see `DIVERGENCE_FACTOR`)."""
+
 
 MEMORY_RULES = ("refit", "window")
 """The update rules that remember past rows (``X_mem``, ``y_mem``, ``round_sizes``)."""
@@ -291,6 +303,7 @@ class Learner(ABC):
         X, y = self._validate(X, y, first=True)
         self._check_params()
         self.state_ = {k: v.detach() for k, v in self._init_state(X, y).items()}
+        self.diverging_ = False
         return self
 
     def update(self, X, y, start: State | None = None) -> Learner:
@@ -299,13 +312,36 @@ class Learner(ABC):
         very rows given here), for an iterative solver to start from (`warm_update_fn`);
         the result equals the plain update's up to that solver's tolerance."""
         X, y = self._validate(X, y, first=False)
+        before = self.param_vector() if self.update_rule == "sgd" else None
         with torch.no_grad():
             if start is None:
                 new = self.update_fn(self.state_, X, y)
             else:
                 new = self.warm_update_fn(self.state_, X, y, start)
             self.state_ = {k: v.detach() for k, v in new.items()}
+        if before is not None:
+            self._warn_if_diverging(before, self.param_vector())
         return self
+
+    def _warn_if_diverging(self, before: np.ndarray, after: np.ndarray) -> None:
+        """`DivergenceWarning` (once per fit) if this update left θ not finite or
+        multiplied its norm by more than `DIVERGENCE_FACTOR`."""
+        if getattr(self, "diverging_", False):
+            return
+        with np.errstate(over="ignore", invalid="ignore"):
+            old, new = float(np.linalg.norm(before)), float(np.linalg.norm(after))
+        if np.isfinite(new) and new <= DIVERGENCE_FACTOR * max(old, 1.0):
+            return
+        self.diverging_ = True
+        lr = getattr(self, "lr", None)
+        warnings.warn(
+            f"{type(self).__name__}: update_rule sgd diverges: one update took |theta| from "
+            f"{old:.3g} to {new:.3g} (more than {DIVERGENCE_FACTOR:g}x"
+            + (f"; lr {lr:g} is too large for these data" if lr is not None else "")
+            + "); later rounds run on a model that has blown up",
+            DivergenceWarning,
+            stacklevel=3,
+        )
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k)."""

@@ -13,6 +13,7 @@ from pydantic import (
     model_validator,
 )
 
+from recourse_sim.budget import MAX_CLASSES
 from recourse_sim.scenarios.base import (
     MAX_MAGNITUDE,
     Name,
@@ -256,6 +257,11 @@ class GaussianWorld(_Model):
     def _shapes_agree(self) -> GaussianWorld:
         if len(self.means) < 2:
             raise ValueError(f"means needs at least two classes, got {len(self.means)}")
+        if len(self.means) > MAX_CLASSES:
+            raise ValueError(
+                f"means: {len(self.means):,} classes; a world may have at most "
+                f"{MAX_CLASSES:,} (each class is a row of model parameters)"
+            )
         d = len(self.means[0])
         if d == 0 or any(len(m) != d for m in self.means):
             raise ValueError("every row of means needs the same number (>= 1) of features")
@@ -279,7 +285,8 @@ class ScmNoise(_Model):
     dist: Literal["normal", "uniform", "laplace", "binomial"] = "normal"
     scale: NonNegative = 1.0  # multiplies Z (the node's units)
     mean: float = 0.0  # added to scale · Z (the node's units)
-    trials: PositiveInt = 1  # binomial only: number of trials
+    # binomial only: number of trials (at most 10^9, as every count a scenario gives)
+    trials: Annotated[int, Field(ge=1, le=int(MAX_MAGNITUDE))] = 1
     p: Probability = 0.5  # binomial only: success probability of a trial
 
 
@@ -333,8 +340,14 @@ class ScmWorld(_Model):
 
     @model_validator(mode="after")
     def _a_dag(self) -> ScmWorld:
-        from recourse_sim.env.scm import find_cycle
+        from recourse_sim.env.scm import MAX_DEPTH, MAX_NODES, find_cycle, longest_chain
 
+        # sizes first, before anything walks the graph
+        if len(self.nodes) > MAX_NODES:
+            raise ValueError(
+                f"nodes: {len(self.nodes):,} nodes; a causal model may have at most "
+                f"{MAX_NODES} (the label included)"
+            )
         if self.label not in self.nodes:
             raise ValueError(f"label {self.label!r}: the node has no equation in nodes")
         if len(self.nodes) < 2:
@@ -349,6 +362,13 @@ class ScmWorld(_Model):
         cycle = find_cycle({k: v.parents for k, v in self.nodes.items()})
         if cycle:
             raise ValueError(f"node {cycle[0]!r} is on a cycle: {' <- '.join(cycle)}")
+        chain = longest_chain({k: v.parents for k, v in self.nodes.items()})
+        if len(chain) > MAX_DEPTH:
+            raise ValueError(
+                f"nodes: a chain of {len(chain):,} causes ({chain[0]!r} -> ... -> "
+                f"{chain[-1]!r}); a causal model's longest chain may have at most "
+                f"{MAX_DEPTH} nodes"
+            )
         if self.nodes[self.label].immutable:
             raise ValueError(f"node {self.label!r}: the label cannot be immutable (not a feature)")
         return self
