@@ -451,32 +451,14 @@ def world_summary(env: Any) -> list[str]:
     if actions.n_features > SUMMARY_FEATURES:
         lines.append(f"  … and {actions.n_features - SUMMARY_FEATURES} more")
     lines += [f"warning: {w}" for w in world_warnings(env)]
+    from recourse_sim.agents.strategies import best_response_bounds
+
     for s in getattr(env, "strategies", ()):
         if s.name == "best_response":
-            note = _bounds_note(s.action_set)
+            note = best_response_bounds(s.action_set)
             if note:
                 lines.append(f"note: populations.{s.population} (best_response): {note}")
     return lines
-
-
-def _bounds_note(actions) -> str | None:
-    """Which bounds constrain a best response (value bounds, max_change, monotone
-    directions of its actionable features), or None when it is unbounded."""
-    live = actions.actionable
-    bounded = live & (
-        np.isfinite(actions.lower_)
-        | np.isfinite(actions.upper_)
-        | np.isfinite(actions.max_change_)
-        | actions.increase_mask
-        | actions.decrease_mask
-    )
-    if not bounded.any():
-        return None
-    names = [actions.feature_names[j] for j in np.flatnonzero(bounded)]
-    return (
-        f"bounds in force on {', '.join(names)} (features.lower/upper/max_change or a "
-        "monotone direction): the response is clipped there, which changes the dynamics"
-    )
 
 
 def feature_types(env: Any) -> list[str]:
