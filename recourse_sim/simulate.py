@@ -874,6 +874,8 @@ def simulate(
     """
     from tqdm import tqdm
 
+    from recourse_sim.env.cycles import warn_if_cycling
+
     started = time.perf_counter()
     scenario = _resolve_scenario(scenario)
     rounds = _check_int("rounds", scenario.rounds if rounds is None else rounds, minimum=1)
@@ -966,6 +968,7 @@ def simulate(
                     break
         frame = table.frame()
         _warn_if_piled(frame, scenario)
+        warn_if_cycling(frame, scenario.name)
         if out_dir is not None:
             summary = _summary(
                 frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
