@@ -40,7 +40,7 @@ from recourse_sim.env.streams import (
     population_stream,
     stream_key,
 )
-from recourse_sim.env.worlds import Cohort, World, build_world
+from recourse_sim.env.worlds import Cohort, World, build_world, follow_direct_changes
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
@@ -976,6 +976,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if (tried & ~c.moved).any():
             change = X_rep - c.report
             X_true[:, self.causal] += change[:, self.causal]
+            X_true, X_rep = follow_direct_changes(self.world, c, c.X, X_true, X_rep)
             changed = (change[:, self.causal] != 0).any(1)
             proba = learner.predict_proba(X_rep)
             favourable = self._decide(proba, c.group, c.person)
@@ -1099,6 +1100,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X_next = moves.X_true.copy()
             X_next[:, self.causal] += later[:, self.causal]
             report = moves.X_rep + later
+            X_next, report = follow_direct_changes(self.world, c, moves.X_true, X_next, report)
             changed = (later[:, self.causal] != 0).any(1)
             if changed.any():
                 y_next = np.where(changed, self.world.outcome(c, X_next, changed), y)

@@ -236,3 +236,64 @@ def test_the_search_finds_the_cheapest_action_by_hand(kind):
             assert got.found[i]
             assert got.cost[i] == pytest.approx(best_cost)
             np.testing.assert_allclose(people.X[i] + got.delta[i], best)
+
+
+def test_direct_changes_set_keeps_descendants_intervene_moves_them():
+    """A change of x1 made directly (ce): under ``set`` x2 keeps its value; under
+    ``intervene`` x2 follows y and x1 with the person's noise (do(x1 = x1'))."""
+    from recourse_sim.env.worlds import follow_direct_changes
+
+    base = _ladd_world()
+    spec = base.spec.model_copy(update={"direct_changes": "intervene"})
+    world = Scm(spec)
+    people = world.newcomers(50, np.random.default_rng(3))
+    X_set = people.X.copy()
+    X_set[::2, 0] += 2.0  # every other person raises x1 directly
+    report = X_set + 0.5  # reports that differ from the true features by a fixed amount
+    same, same_report = follow_direct_changes(base, people, people.X, X_set, report)
+    assert same is X_set and same_report is report
+    after, moved_report = follow_direct_changes(world, people, people.X, X_set, report)
+    y = after[:, 0] + people.noise[:, 1]
+    np.testing.assert_allclose(after[:, 0], X_set[:, 0])
+    np.testing.assert_allclose(after[::2, 1], (y + after[:, 0] + people.noise[:, 2])[::2])
+    np.testing.assert_array_equal(after[1::2], people.X[1::2])  # unchanged people stay
+    np.testing.assert_allclose(moved_report - report, after - X_set)
+
+
+@pytest.mark.parametrize("kind", [None, "ce"])
+def test_direct_changes_intervene_in_a_run(kind):
+    """ce, and individual recourse without a causal type, change x1 (x2 not actionable):
+    under ``intervene`` every mover's x2 follows; ``set`` (the default) leaves x2 as is."""
+    overrides = [
+        "world.cohort_size=200",
+        "world.history_size=400",
+        "rounds=1",
+        "populations.applicants.actionable=[x1]",
+    ]
+    overrides += (
+        [f"populations.applicants.recourse={kind}"]
+        if kind
+        else ["populations.applicants.recourse=null", "populations.applicants.method=linear"]
+    )
+    runs = {}
+    for mode in ("set", "intervene"):
+        env = RecourseEnv(
+            load_scenario(
+                "performative_linear_additive", [*overrides, f"world.direct_changes={mode}"]
+            )
+        )
+        env.reset(seed=0)
+        before = env._pool.people
+        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))
+        after = env._pool.people
+        at = np.searchsorted(after.person, before.person)
+        moved = after.X[at, 0] != before.X[:, 0]
+        assert moved.any()
+        runs[mode] = (before, after, at, moved)
+    before, after, at, moved = runs["set"]
+    np.testing.assert_array_equal(after.X[at, 1], before.X[:, 1])
+    before, after, at, moved = runs["intervene"]
+    x1, noise = after.X[at, 0], before.noise
+    x2 = (x1 + noise[:, 1]) + x1 + noise[:, 2]
+    np.testing.assert_allclose(after.X[at][moved, 1], x2[moved])
+    np.testing.assert_array_equal(after.X[at][~moved, 1], before.X[~moved, 1])
