@@ -450,8 +450,11 @@ def world_summary(env: Any) -> list[str]:
         lines.append(f"  {cells}".rstrip())
     if actions.n_features > SUMMARY_FEATURES:
         lines.append(f"  … and {actions.n_features - SUMMARY_FEATURES} more")
-    lines += [f"warning: {w}" for w in world_warnings(env)]
     from recourse_sim.agents.strategies import best_response_bounds
+    from recourse_sim.recourse.causal import search_summary
+
+    lines += [f"warning: {w}" for w in world_warnings(env)]
+    lines += search_summary(env) if env.scenario.world.kind == "scm" else []
 
     for s in getattr(env, "strategies", ()):
         if s.name == "best_response":

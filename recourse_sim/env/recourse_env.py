@@ -45,7 +45,7 @@ from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
 from recourse_sim.recourse import ActionSet
-from recourse_sim.recourse.causal import action_grid, causal_recourse
+from recourse_sim.recourse.causal import action_grid, causal_recourse, grid_steps
 from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scenario
 
@@ -1003,9 +1003,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         world = self.world
         grid = self._grids.get(s.population)
         if grid is None:
-            quarter_sd = world.feature_sd() / 4  # whole steps for integer nodes
-            steps = np.where(world.integer, np.maximum(1.0, np.round(quarter_sd)), quarter_sd)
-            grid = action_grid(steps, s.action_set.actionable, s.spec.search_steps)
+            grid = action_grid(grid_steps(world), s.action_set.actionable, s.spec.search_steps)
             self._grids[s.population] = grid
 
         def favoured(F: np.ndarray, rows: np.ndarray) -> np.ndarray:
