@@ -420,8 +420,7 @@ def nladd_note(frame: pd.DataFrame) -> list[str]:
         f"{after('NLAdd', 'icr')}). A model that can, an MLP, turns ce down after the "
         f"refit ({after('NLAdd (MLP)', 'ce')}) and keeps icr "
         f"({after('NLAdd (MLP)', 'icr')}): the paper's ordering. The MLP is not their "
-        "decision tree and does not stand in for it: a tree cuts x2 by thresholds and "
-        "leaves more of the band accepted; their code was run on LAdd only (next "
+        "decision tree and does not stand in for it: their code was run on LAdd only (next "
         "sections), so how their tree orders NLAdd is not measured here.",
     ]
 
