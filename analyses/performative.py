@@ -1,4 +1,5 @@
-"""Performative prediction: Perdomo et al. (2020)'s credit experiment as a scenario.
+"""Performative prediction: Perdomo et al. (2020)'s credit experiment as a scenario, on
+German credit.
 
 Perdomo, Zrnic, Mendler-Dünner & Hardt, "Performative Prediction" (ICML 2020), section
 5.1: a logistic regression credit model is deployed, every applicant best-responds to it
@@ -30,10 +31,10 @@ shift, and RRM is at its fixed point after one round, at every ε. ``theta_step`
 ε ‖θ_S‖² in round 1 and 0 after (tested to 1e-9 in tests/env/test_performative.py).
 
 The published curves do not show this: their solver is inexact. `perdomo_rrm` replays
-their RRM with their solver as their code describes it (gradient descent from θ = 0,
-step 1/(L + λ) with L computed on the shifted rows, stopped when one step lowers the
-loss by less than 1e-7) on the same file, and records how far each solve stops from the
-exact refit.
+their RRM with their solver as their code describes it (gradient descent with step
+1/(L + λ), L computed on the shifted rows, stopped when one step lowers the loss by
+less than 1e-7; started from θ = 0, an assumption read from their code, not observed in a
+run of their notebook) on the same file, and records how far each solve stops from the exact refit.
 
 Outputs in --out: ``performative.csv`` (every run's rounds), ``performative_summary.csv``
 (mean and 95 % Student-t interval over seeds per setting and round),
@@ -153,7 +154,8 @@ def _objective(Z: np.ndarray, y: np.ndarray, theta: np.ndarray, lam: float) -> f
 
 
 def perdomo_solver(Z: np.ndarray, y: np.ndarray, lam: float, tol: float) -> tuple[np.ndarray, int]:
-    """Their "exact" minimisation: gradient descent from θ = 0 with step 1 / (L + λ), L
+    """Their "exact" minimisation: gradient descent (from θ = 0, assumed from their code)
+    with step 1 / (L + λ), L
     as in `step_size` on the rows given; a step that raises the loss is retried at a
     tenth of the step; stops when a step lowers the loss by at most `tol`. Their loop
     measures that decrease with λ/2 ‖w‖ (not squared), as here. Returns (θ, steps)."""
@@ -315,7 +317,7 @@ def report(
 ) -> str:
     rounds = [r for r in (1, 2, 3, 5, 10, 25) if r <= args.rounds]
     lines = [
-        "# Performative prediction: Perdomo et al.'s credit experiment",
+        "# Performative prediction: Perdomo et al.'s credit experiment on German credit",
         "",
         "Produced by `python analyses/performative.py` (see its docstring for the set-up); "
         f"{len(args.seeds)} seeds (each a random {args.share:.0%} of the file's rows), "
@@ -376,10 +378,12 @@ def report(
         "",
         "## Why the published curves come from an inexact solver",
         "",
-        "Perdomo et al.'s code minimises each round's risk by gradient descent from θ = 0 "
-        "with step 1/(L + λ), L = Σ‖zᵢ‖²/(4n) computed on the *shifted* rows, stopping "
-        f"when a step lowers the loss by less than {args.tol:g}. Replayed here on the whole "
-        "file (`performative_inexact.csv`; steps normalised by ‖θ_S‖ as in their figure):",
+        "Perdomo et al.'s code minimises each round's risk by gradient descent with step "
+        "1/(L + λ), L = Σ‖zᵢ‖²/(4n) computed on the *shifted* rows, stopping when a step "
+        f"lowers the loss by less than {args.tol:g}. It is replayed here from θ = 0: an "
+        "assumption, read from their code; where each solve starts was not observed in a "
+        "run of their notebook. Replayed on the whole file "
+        "(`performative_inexact.csv`; steps normalised by ‖θ_S‖ as in their figure):",
         "",
         "| ε | exact RRM, round 1 | exact RRM, round ≥ 2 | theirs, round 1 | round 2 | "
         "round 3 | round 5 | round 25 | their solve's distance to the exact refit of the "

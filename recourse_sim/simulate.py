@@ -450,33 +450,18 @@ def world_summary(env: Any) -> list[str]:
         lines.append(f"  {cells}".rstrip())
     if actions.n_features > SUMMARY_FEATURES:
         lines.append(f"  … and {actions.n_features - SUMMARY_FEATURES} more")
+    from recourse_sim.agents.strategies import best_response_bounds
+    from recourse_sim.recourse.causal import search_summary
+
     lines += [f"warning: {w}" for w in world_warnings(env)]
+    lines += search_summary(env) if env.scenario.world.kind == "scm" else []
+
     for s in getattr(env, "strategies", ()):
         if s.name == "best_response":
-            note = _bounds_note(s.action_set)
+            note = best_response_bounds(s.action_set)
             if note:
                 lines.append(f"note: populations.{s.population} (best_response): {note}")
     return lines
-
-
-def _bounds_note(actions) -> str | None:
-    """Which bounds constrain a best response (value bounds, max_change, monotone
-    directions of its actionable features), or None when it is unbounded."""
-    live = actions.actionable
-    bounded = live & (
-        np.isfinite(actions.lower_)
-        | np.isfinite(actions.upper_)
-        | np.isfinite(actions.max_change_)
-        | actions.increase_mask
-        | actions.decrease_mask
-    )
-    if not bounded.any():
-        return None
-    names = [actions.feature_names[j] for j in np.flatnonzero(bounded)]
-    return (
-        f"bounds in force on {', '.join(names)} (features.lower/upper/max_change or a "
-        "monotone direction): the response is clipped there, which changes the dynamics"
-    )
 
 
 def feature_types(env: Any) -> list[str]:
@@ -892,6 +877,8 @@ def simulate(
     """
     from tqdm import tqdm
 
+    from recourse_sim.env.cycles import warn_if_cycling
+
     started = time.perf_counter()
     scenario = _resolve_scenario(scenario)
     rounds = _check_int("rounds", scenario.rounds if rounds is None else rounds, minimum=1)
@@ -984,6 +971,7 @@ def simulate(
                     break
         frame = table.frame()
         _warn_if_piled(frame, scenario)
+        warn_if_cycling(frame, scenario.name)
         if out_dir is not None:
             summary = _summary(
                 frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume

@@ -42,12 +42,12 @@ from recourse_sim.env.streams import (
     population_stream,
     stream_key,
 )
-from recourse_sim.env.worlds import Cohort, World, build_world
+from recourse_sim.env.worlds import Cohort, World, build_world, follow_direct_changes
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
 from recourse_sim.recourse import ActionSet
-from recourse_sim.recourse.causal import action_grid, causal_recourse
+from recourse_sim.recourse.causal import action_grid, causal_recourse, grid_steps
 from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, check_classes, load_scenario
 
@@ -984,6 +984,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         if (tried & ~c.moved).any():
             change = X_rep - c.report
             X_true[:, self.causal] += change[:, self.causal]
+            X_true, X_rep = follow_direct_changes(self.world, c, c.X, X_true, X_rep)
             changed = (change[:, self.causal] != 0).any(1)
             proba = learner.predict_proba(X_rep)
             favourable = self._decide(proba, c.group, c.person)
@@ -1011,9 +1012,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         world = self.world
         grid = self._grids.get(s.population)
         if grid is None:
-            quarter_sd = world.feature_sd() / 4  # whole steps for integer nodes
-            steps = np.where(world.integer, np.maximum(1.0, np.round(quarter_sd)), quarter_sd)
-            grid = action_grid(steps, s.action_set.actionable, s.spec.search_steps)
+            grid = action_grid(grid_steps(world), s.action_set.actionable, s.spec.search_steps)
             self._grids[s.population] = grid
 
         def favoured(F: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -1108,6 +1107,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X_next = moves.X_true.copy()
             X_next[:, self.causal] += later[:, self.causal]
             report = moves.X_rep + later
+            X_next, report = follow_direct_changes(self.world, c, moves.X_true, X_next, report)
             changed = (later[:, self.causal] != 0).any(1)
             if changed.any():
                 y_next = np.where(changed, self.world.outcome(c, X_next, changed), y)

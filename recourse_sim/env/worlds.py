@@ -701,6 +701,38 @@ class Scm(World):
         values, _ = self.scm.sample(20_000, np.random.default_rng(0))
         return _sd(values[:, self.feature_nodes])
 
+    def directly_changed(self, X: np.ndarray, noise: np.ndarray, X_set: np.ndarray) -> np.ndarray:
+        """The true features of people who change theirs from X to X_set directly (not
+        by a causal search's intervention): X_set itself under ``direct_changes: set``;
+        under ``intervene``, do(X_j = X_set_j) for every changed feature j, every other
+        node recomputed from the person's noise (so the descendants of the changed
+        features follow, as `causal_recourse`'s cr applies an intervention)."""
+        changed = X_set != X
+        rows = changed.any(1)
+        if self.spec.direct_changes == "set" or not rows.any():
+            return X_set
+        k = noise.shape[1]
+        fixed = np.zeros((int(rows.sum()), k), bool)
+        fixed[:, self.feature_nodes] = changed[rows]
+        target = np.zeros(fixed.shape)
+        target[:, self.feature_nodes] = X_set[rows]
+        out = X_set.copy()
+        out[rows] = self.scm.intervene(noise[rows], fixed, target)[:, self.feature_nodes]
+        return out
+
+
+def follow_direct_changes(
+    world: World, c: Cohort, X_true: np.ndarray, X_set: np.ndarray, report: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(true features, reports) after people changed their true features from X_true to
+    X_set directly: on a causal world with ``direct_changes: intervene`` the descendants
+    of the changed features follow (`Scm.directly_changed`), and their reports move with
+    them; elsewhere (X_set, report) as they are."""
+    if not isinstance(world, Scm) or world.spec.direct_changes == "set":
+        return X_set, report
+    after = world.directly_changed(X_true, c.noise, X_set)
+    return after, report + (after - X_set)
+
 
 def build_world(spec, source: str = "<scenario>") -> World:
     """The world a scenario's ``world`` block describes."""
@@ -728,5 +760,6 @@ __all__ = [
     "TabularData",
     "World",
     "build_world",
+    "follow_direct_changes",
     "read_csv_world",
 ]

@@ -337,6 +337,12 @@ class ScmWorld(_Model):
     # is measured again (rounds)
     validity_horizon: PositiveInt = 2
     people: PeopleSpec | None = None  # people who stay and apply again (None: new each round)
+    # how a change people make to their features directly (recourse: ce, and every method
+    # other than cr and icr) acts on the world. set: the changed features take their new
+    # values, every other feature keeps its own (the label follows its parents);
+    # intervene: do(X_I = x'_I) on the changed features I, their descendants follow
+    # through the equations with the person's noise (as Koenig et al.'s code applies a CE)
+    direct_changes: Literal["set", "intervene"] = "set"
 
     @model_validator(mode="after")
     def _a_dag(self) -> ScmWorld:

@@ -236,3 +236,159 @@ def test_the_search_finds_the_cheapest_action_by_hand(kind):
             assert got.found[i]
             assert got.cost[i] == pytest.approx(best_cost)
             np.testing.assert_allclose(people.X[i] + got.delta[i], best)
+
+
+def test_direct_changes_set_keeps_descendants_intervene_moves_them():
+    """A change of x1 made directly (ce): under ``set`` x2 keeps its value; under
+    ``intervene`` x2 follows y and x1 with the person's noise (do(x1 = x1'))."""
+    from recourse_sim.env.worlds import follow_direct_changes
+
+    base = _ladd_world()
+    spec = base.spec.model_copy(update={"direct_changes": "intervene"})
+    world = Scm(spec)
+    people = world.newcomers(50, np.random.default_rng(3))
+    X_set = people.X.copy()
+    X_set[::2, 0] += 2.0  # every other person raises x1 directly
+    report = X_set + 0.5  # reports that differ from the true features by a fixed amount
+    same, same_report = follow_direct_changes(base, people, people.X, X_set, report)
+    assert same is X_set and same_report is report
+    after, moved_report = follow_direct_changes(world, people, people.X, X_set, report)
+    y = after[:, 0] + people.noise[:, 1]
+    np.testing.assert_allclose(after[:, 0], X_set[:, 0])
+    np.testing.assert_allclose(after[::2, 1], (y + after[:, 0] + people.noise[:, 2])[::2])
+    np.testing.assert_array_equal(after[1::2], people.X[1::2])  # unchanged people stay
+    np.testing.assert_allclose(moved_report - report, after - X_set)
+
+
+@pytest.mark.parametrize("kind", [None, "ce"])
+def test_direct_changes_intervene_in_a_run(kind):
+    """ce, and individual recourse without a causal type, change x1 (x2 not actionable):
+    under ``intervene`` every mover's x2 follows; ``set`` (the default) leaves x2 as is."""
+    overrides = [
+        "world.cohort_size=200",
+        "world.history_size=400",
+        "rounds=1",
+        "populations.applicants.actionable=[x1]",
+    ]
+    overrides += (
+        [f"populations.applicants.recourse={kind}"]
+        if kind
+        else ["populations.applicants.recourse=null", "populations.applicants.method=linear"]
+    )
+    runs = {}
+    for mode in ("set", "intervene"):
+        env = RecourseEnv(
+            load_scenario(
+                "performative_linear_additive", [*overrides, f"world.direct_changes={mode}"]
+            )
+        )
+        env.reset(seed=0)
+        before = env._pool.people
+        env.step(np.zeros(env.action_space.shape, env.action_space.dtype))
+        after = env._pool.people
+        at = np.searchsorted(after.person, before.person)
+        moved = after.X[at, 0] != before.X[:, 0]
+        assert moved.any()
+        runs[mode] = (before, after, at, moved)
+    before, after, at, moved = runs["set"]
+    np.testing.assert_array_equal(after.X[at, 1], before.X[:, 1])
+    before, after, at, moved = runs["intervene"]
+    x1, noise = after.X[at, 0], before.noise
+    x2 = (x1 + noise[:, 1]) + x1 + noise[:, 2]
+    np.testing.assert_allclose(after.X[at][moved, 1], x2[moved])
+    np.testing.assert_array_equal(after.X[at][~moved, 1], before.X[~moved, 1])
+
+
+def _random_world(seed: int, link: str) -> Scm:
+    """Four features and a label: x1, x2 roots, x3 <- x1, x2; y <- x1, x3; x4 <- y, x2."""
+    rng = np.random.default_rng(seed)
+    coef = lambda k: [float(c) for c in rng.normal(0, 1, k)]  # noqa: E731
+    return Scm(
+        ScmWorld(
+            kind="scm",
+            nodes={
+                "x1": {"noise": {"dist": "binomial", "trials": 6}, "integer": True},
+                "x2": {"noise": {"scale": 1.0}},
+                "x3": {"parents": ["x1", "x2"], "coef": coef(2), "link": link},
+                "y": {"parents": ["x1", "x3"], "coef": coef(2), "noise": {"scale": 0.5}},
+                "x4": {"parents": ["y", "x2"], "coef": coef(2)},
+            },
+        )
+    )
+
+
+@pytest.mark.parametrize("kind", ["ce", "cr", "icr"])
+@pytest.mark.parametrize(
+    ("seed", "link", "p", "epsilon"),
+    [
+        (0, "identity", 2, 3.0),
+        (1, "tanh", 1, 2.0),
+        (2, "identity", np.inf, 100.0),
+        (3, "square", 2, 1.5),
+    ],
+)
+def test_the_ordered_search_equals_the_enumeration(kind, seed, link, p, epsilon):
+    """Cheapest first, stopping at each seeker's first hit: the same action (ties to
+    the first in grid order), cost and change as trying every action."""
+    from recourse_sim.recourse.causal import enumerate_search, ordered_search
+
+    world = _random_world(seed, link)
+    people = world.newcomers(80, np.random.default_rng(seed + 10))
+    rng = np.random.default_rng(seed)
+    aset = ActionSet(
+        n_features=4,
+        cost_weights=rng.uniform(0.5, 2.0, 4),
+        p=p,
+        epsilon=epsilon,
+        increase_only=[0],
+        upper=[np.inf, 1.0, np.inf, np.inf],
+    )
+    grid = action_grid(np.array([1.0, 0.25, 0.5, 0.5]), np.ones(4, bool), 3)
+    w = rng.normal(0, 1, 4)
+
+    def model(F, rows):
+        return F @ w >= 0.5
+
+    seekers = rng.random(80) < 0.7
+    args = (kind, world, people.X, people.noise, seekers, aset, model, grid)
+    fast, slow = ordered_search(*args), enumerate_search(*args)
+    assert slow.found.any()
+    np.testing.assert_array_equal(fast.found, slow.found)
+    np.testing.assert_array_equal(fast.acted, slow.acted)
+    np.testing.assert_array_equal(fast.cost, slow.cost)
+    np.testing.assert_array_equal(fast.delta, slow.delta)
+
+
+FOUR_FEATURES = """
+name: four_causes
+world:
+  kind: scm
+  label: y
+  cohort_size: 200
+  history_size: 400
+  nodes:
+    income: {noise: {dist: normal, scale: 1.0}}
+    savings: {parents: [income], coef: [0.5], noise: {scale: 0.5}}
+    education: {noise: {dist: binomial, trials: 6}, integer: true}
+    debt: {parents: [income], coef: [-0.3], noise: {scale: 0.7}}
+    y: {parents: [income, savings, education, debt], coef: [1.0, 1.0, 0.5, -1.0]}
+learner: {type: logistic_regression, update_rule: refit}
+populations:
+  applicants: {strategy: individual, recourse: cr, epsilon: 1000.0}
+"""
+
+
+def test_validate_prints_the_action_count_and_warns_above_the_documented_size(tmp_path, capsys):
+    from recourse_sim.cli import main
+    from recourse_sim.recourse.causal import LARGE_GRID
+
+    path = tmp_path / "four.yaml"
+    path.write_text(FOUR_FEATURES)
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "causal search: populations.applicants (cr): 83,521 candidate actions per person" in out
+    assert "s CPU" in out and 17**4 > LARGE_GRID
+    assert "warning: populations.applicants.search_steps: 83,521 candidate actions" in out
+    assert main(["validate", str(path), "--set", "populations.applicants.search_steps=2"]) == 0
+    out = capsys.readouterr().out
+    assert "625 candidate actions per person" in out and "search_steps: 625" not in out
