@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -145,6 +147,20 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     atomic_write_text(tmp_path / "a.txt", "two\n")
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
     assert (tmp_path / "a.txt").read_text() == "two\n"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_write_gives_the_permissions_of_a_plain_write(tmp_path, umask):
+    before = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "atomic.txt", "x\n")
+        (tmp_path / "plain.txt").write_text("x\n")
+    finally:
+        os.umask(before)
+    mode = stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode)
+    assert mode == 0o666 & ~umask
+    assert mode == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
 
 
 # --------------------------------------------------------------------------- environments
