@@ -36,6 +36,7 @@ def _bundled_docs() -> list[Any]:
     collection)."""
     return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in BUNDLED]
 
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 
 scalars = st.one_of(
