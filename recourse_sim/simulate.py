@@ -916,8 +916,9 @@ def simulate(
         "scenario_sha256": _sha256(_with_rounds(scenario, 1).to_yaml().encode("utf-8")),
         "people_features": bool(people_features),
     }
-    if people_collective:  # (only when asked: runs without it keep their identity)
-        identity["people_collective"] = True
+    people_extra = {}  # (only when asked: runs without it keep their identity and call)
+    if people_collective:
+        identity["people_collective"] = people_extra["collective"] = True
     world = getattr(scenario, "world", None)
     if getattr(world, "kind", None) == "csv":  # the data is part of the run
         identity["data_sha256"] = _file_sha256(Path(world.path))
@@ -977,9 +978,7 @@ def simulate(
                 _, _, terminated, _, info = env.step(action)
                 texts = {
                     "metrics": table.add_round(info["metrics"]),
-                    "people": crowd.add_round(
-                        env.people(features=people_features, collective=people_collective)
-                    ),
+                    "people": crowd.add_round(env.people(features=people_features, **people_extra)),
                 }
                 done += 1
                 if out_dir is not None:

@@ -63,6 +63,7 @@ def test_load_scenario_raises_a_typed_error(path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_validate_reports_every_bad_file(capsys):
     bad = [p for p in CASES if _header(p, "expect") != "ok" and not _header(p, "command")]
     status = main(["validate", *map(str, bad)])

@@ -175,6 +175,7 @@ _GENRE_SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_resume_with_a_genre_population_is_exact(tmp_path):
     """The GenRe weights and buffer travel in the checkpoint (arrays only, no pickle), so
     a resumed run writes the same bytes as an uninterrupted one."""

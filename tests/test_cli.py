@@ -358,6 +358,7 @@ def test_validate_summarises_the_world(capsys):
     assert len(lines) == 12  # every feature, no warning
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path, reference, capsys):
     target = tmp_path / "dynamics.png"
     status, out, _ = _cli(capsys, "plot", str(reference), "--out", str(target))

@@ -131,6 +131,7 @@ def _check(text: str, overrides: list[str], directory: Path) -> None:
         assert str(e) and "\n" not in str(e).strip(), repr(e)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -123,6 +123,7 @@ def test_unit_costs_of_each_feature_type():
     np.testing.assert_allclose(costs, [1.5, 2.0, 0.5 * 0.01 * 10])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["csv_example", "oar_iris", "lending_fico"])
 def test_bundled_scenarios_draw_no_warning(name):
     assert not [line for line in preflight(load_scenario(name)) if line.startswith("warning:")]
@@ -132,6 +133,7 @@ def _fresh(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # (a fresh interpreter)
 def test_checking_a_scenario_imports_no_torch():
     """Loading a scenario runs every check of its fields (the learner's hyperparameters
     too, by building it) without torch: the learners import it on first use."""
@@ -147,6 +149,7 @@ def test_checking_a_scenario_imports_no_torch():
     assert proc.stdout == "[]\n", proc.stdout
 
 
+@pytest.mark.slow  # (a fresh interpreter)
 def test_validate_refuses_a_bad_file_without_importing_torch(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(

@@ -46,6 +46,7 @@ def _query_loss_after(learner, X, y, delta, queries, goal=1) -> float:
 
 # window: the update ignores the deployed parameters; sgd: it starts from them, so the
 # surrogate's fitted parameters are what the plan's update starts from
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["window", "sgd"])
 def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar(rule):
     learner, X, y, queries, members = _problem(rule=rule)
@@ -224,6 +225,7 @@ def test_a_wrong_regularisation_changes_the_plan_not_the_fitted_scores():
     assert right < wrong < honest
 
 
+@pytest.mark.slow
 def test_correct_assumptions_share_the_scaling_and_reproduce_white_box_round_by_round():
     """A standardised, warm-started (sgd) learner: unlimited scores and correct
     assumptions (family, hyperparameters, update rule and the learner's feature scaling,

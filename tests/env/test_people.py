@@ -165,6 +165,7 @@ def test_a_pool_checkpoint_continues_identically():
     assert got == expected
 
 
+@pytest.mark.slow
 def test_paired_runs_draw_the_same_newcomers(tmp_path):
     """Acceptance: two runs of lending_german with seed 0, one with the collective's
     participation set to 0, have identical person ids and true features in the rows of
@@ -194,6 +195,7 @@ def test_paired_runs_draw_the_same_newcomers(tmp_path):
     pd.testing.assert_frame_equal(a[["person", *features]], b[["person", *features]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "more"),
     [
@@ -225,6 +227,7 @@ def test_every_world_kind_can_keep_its_people(name, more):
 SCHOOL_SMALL = ["world.cohort_size=200", "world.history_size=400"]
 
 
+@pytest.mark.slow
 def test_people_collective_columns_hold_each_members_change(tmp_path):
     """With people_collective, people.csv says who joined the collective and how it
     changed their training report: members are as many as the metrics' participants, each

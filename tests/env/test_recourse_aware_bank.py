@@ -89,6 +89,7 @@ def test_recourse_loss_needs_a_learner_that_supports_it():
 # -- the environment -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recourse_aware_learner_gets_the_action_set_and_raises_recourse():
     plain = _env(learner__recourse_loss_weight=0.0, decision__rule="threshold")
     aware = _env(decision__rule="threshold")
@@ -147,6 +148,7 @@ def test_pare_checkpoint_continues_identically():
         assert i1["metrics"] == i2["metrics"]
 
 
+@pytest.mark.slow
 def test_check_env_passes_on_the_pare_scenario():
     env = gym.make("recourse_sim/Recourse-v0", scenario=NAME, rounds=3, warn_passive=False, **SMALL)
     with warnings.catch_warnings():
