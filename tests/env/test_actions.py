@@ -54,7 +54,8 @@ def test_integer_and_float_actions_of_the_right_shape_are_taken():
         assert reward_i == reward_f
 
 
-@pytest.mark.parametrize("context", [None, "spawn"])
+# spawn: fresh worker interpreters, each importing the package (several s of CPU)
+@pytest.mark.parametrize("context", [None, pytest.param("spawn", marks=pytest.mark.slow)])
 def test_async_vector_env_steps_after_torch_was_used(context):
     """Acceptance: gym.make_vec(..., vectorization_mode="async") steps after the parent
     process has run a torch matrix multiply on its thread pool: with the platform's

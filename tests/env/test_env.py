@@ -91,6 +91,7 @@ def test_importing_the_package_registers_every_id_without_the_env_module():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent)
 
 
+@pytest.mark.slow  # (a fresh interpreter)
 def test_module_prefixed_id_imports_the_package():
     code = (
         "import gymnasium as gym\n"

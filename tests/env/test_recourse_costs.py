@@ -9,7 +9,14 @@ import yaml
 from recourse_sim.env import RecourseEnv
 from recourse_sim.scenarios import list_scenarios, load_scenario, scenario_path
 
-SLOW = {"lending_adult", "lending_german_genre", "lending_german_pare", "oar_digits", "oar_iris"}
+SLOW = {
+    "csv_example",
+    "lending_adult",
+    "lending_german_genre",
+    "lending_german_pare",
+    "oar_digits",
+    "oar_iris",
+}
 
 
 def _seeking(name: str) -> bool:
