@@ -125,6 +125,7 @@ def test_same_command_twice_gives_identical_metrics(tmp_path, reference, capsys)
     _assert_same_metrics(out, reference)
 
 
+@pytest.mark.slow
 def test_people_features_flag(tmp_path, reference):
     out = tmp_path / "features"
     assert main([*_run_argv(out, 2), "--people-features", "-q"]) == 0
@@ -277,6 +278,7 @@ def test_bad_input_is_one_error_line(tmp_path, monkeypatch, capsys, argv, fragme
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_from_the_console_script_is_one_line(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "recourse_sim.cli", "run", SCENARIO, "--rounds", "abc"],
@@ -306,6 +308,7 @@ def test_list_shows_bundled_scenarios_with_descriptions(capsys):
         assert len(lines[name].split()) > 1, f"{name} has no description"
 
 
+@pytest.mark.slow
 def test_list_and_help_do_not_import_torch():
     """`list` and `--help` answer fast: they read descriptions, not data or models."""
     code = (
@@ -339,6 +342,7 @@ def test_validate(tmp_path, capsys):
     _assert_one_error_line(err, "bad.yaml")
 
 
+@pytest.mark.slow
 def test_validate_summarises_the_world(capsys):
     status, out, _ = _cli(capsys, "validate", "csv_example")
     assert status == 0

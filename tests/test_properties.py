@@ -113,6 +113,7 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     action_sets(3),

@@ -67,6 +67,7 @@ def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar(rule):
     np.testing.assert_allclose(theta, learner.param_vector(), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_decisions_only_and_a_tiny_budget_keep_less_than_scores():
     learner, X, y, queries, members = _problem(1)
     aset = ActionSet(3, epsilon=1.0)

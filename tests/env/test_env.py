@@ -80,6 +80,7 @@ def test_contract_ids_are_registered():
     recourse_sim.env.register_envs()  # idempotent
 
 
+@pytest.mark.slow
 def test_importing_the_package_registers_every_id_without_the_env_module():
     # a fresh interpreter: `import recourse_sim` alone registers, and stays cheap
     code = (

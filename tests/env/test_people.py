@@ -44,6 +44,7 @@ def test_a_fresh_cohort_is_everyone_new_and_gone():
         assert row["mean_time_to_favourable"] == 0.0
 
 
+@pytest.mark.slow
 def test_rejected_people_stay_and_favoured_people_leave():
     env = _german()
     _, people = _play(env, 1, 6)

@@ -27,6 +27,7 @@ def _query(X_fit, y_fit):
     return torch.as_tensor(X_fit[:1]), int(y_fit[0] + 1) % 3
 
 
+@pytest.mark.slow
 def test_same_random_state_same_model(blobs):
     X, y, _, _ = blobs
     kwargs = dict(hidden=(5, 4), fit_epochs=20, batch_size=16, dropout=0.2)

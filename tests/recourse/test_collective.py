@@ -384,6 +384,7 @@ def test_warm_started_closed_form_refits_change_nothing_beyond_tolerance(monkeyp
         np.testing.assert_allclose(warm.state_after[key], cold.state_after[key], atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("standardize", [False, True])
 def test_fast_pgd_steps_at_many_features_equal_the_autograd_path(standardize, monkeypatch):
     # d = 40 (the column-major numpy design and the fused descent step of the fast path;

@@ -168,6 +168,7 @@ def test_sampler_picks_bin_centres_deterministically(toy_model):
     np.testing.assert_allclose(a[:, 0, :2], greedy[:, :2].double().numpy())
 
 
+@pytest.mark.slow
 def test_sampler_noise_and_seeds(toy_model):
     X = np.array([[0.2, 0.3, 1.0]] * 3)
     a = toy_model.sample(X, 5, sigma=0.01, random_state=3)

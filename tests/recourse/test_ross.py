@@ -383,6 +383,7 @@ def test_pare_coverage_on_a_synthetic_calibration_set():
 # -- threshold selection (§4.2) and metrics -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_max_f1_threshold_exact_and_grid():
     rng = np.random.default_rng(4)
     y = rng.integers(0, 2, size=300)
