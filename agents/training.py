@@ -39,21 +39,34 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """PPO's settings for coordination problems (short episodes, a near-myopic reward)."""
+    """PPO's settings for coordination problems (short episodes, a near-myopic reward);
+    the rest are stable-baselines3's defaults."""
 
-    timesteps: int = 4000  # environment steps (rounds) of training, summed over envs
-    n_envs: int = 1  # environments stepped together (a DummyVecEnv)
-    n_steps: int = 100  # rounds per environment between updates
-    batch_size: int = 50  # minibatch size of each gradient step
-    n_epochs: int = 10  # passes over each rollout
-    learning_rate: float = 3e-3  # Adam step size
-    gamma: float = 0.5  # discount per round: the reward is mostly the next model's effect
-    gae_lambda: float = 0.9  # GAE's bias-variance trade-off
-    ent_coef: float = 0.0  # entropy bonus
-    log_std_init: float = -0.5  # initial log SD of the Gaussian policy (SD ≈ 0.6 action units)
-    net_arch: tuple[int, ...] = (32, 32)  # hidden layers of the policy and value networks
+    timesteps: int = 4000
+    """environment steps (rounds) of training, summed over envs"""
+    n_envs: int = 1
+    """environments stepped together (SB3's DummyVecEnv, or one batched env)"""
+    n_steps: int = 100
+    """rounds per environment between updates"""
+    batch_size: int = 50
+    """minibatch size of each gradient step"""
+    n_epochs: int = 10
+    """passes over each rollout"""
+    learning_rate: float = 3e-3
+    """Adam's step size"""
+    gamma: float = 0.5
+    """discount per round: the reward is mostly the next model's effect"""
+    gae_lambda: float = 0.9
+    """GAE's bias-variance trade-off"""
+    ent_coef: float = 0.0
+    """entropy bonus"""
+    log_std_init: float = -0.5
+    """initial log SD of the Gaussian policy (SD ≈ 0.6 action units)"""
+    net_arch: tuple[int, ...] = (32, 32)
+    """hidden layers of the policy and value networks"""
 
     def as_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict (for a run's summary)."""
         return asdict(self)
 
 

@@ -191,7 +191,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             raise _link_error(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
         try:
-            fd = os.open(tmp, flags | _NOFOLLOW, 0o600, dir_fd=dir_fd)
+            # 0o666 as open() would: the kernel applies the user's umask, so the file
+            # gets the permissions any file the user writes gets (and keeps them)
+            fd = os.open(tmp, flags | _NOFOLLOW, 0o666, dir_fd=dir_fd)
         except OSError as e:
             raise OSError(e.errno, e.strerror, str(path)) from e
         try:

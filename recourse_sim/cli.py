@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="people.csv also holds each feature's true value and report (feature_<f>, "
         "reported_<f>)",
     )
+    run.add_argument(
+        "--people-collective",
+        action="store_true",
+        help="people.csv also holds what the collectives changed in each person's training "
+        "report (collective, collective_cost, collective_<f>)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     run.add_argument(
         "--threads",
@@ -269,6 +275,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress,
         people_features=args.people_features,
+        people_collective=args.people_collective,
     )
     if not args.quiet:
         last = frame[(frame["round"] == frame["round"].iloc[-1]) & (frame["group"] == "all")]

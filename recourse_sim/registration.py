@@ -61,9 +61,20 @@ MAX_EPISODE_STEPS: dict[str, int] = {
 holds them equal; written out so that registering reads no file)."""
 
 
+# Gymnasium takes a higher version of a name to supersede the lower ones and warns on
+# every make of a lower one ("... is out of date"); here the versions are different
+# actions (v0 passive, v1 the shift, v2 OAR's settings), none newer than another.
+_NOT_OUT_OF_DATE = r".*The environment recourse_sim/\w+-v\d+ is out of date"
+
+
 def register_envs() -> None:
-    """Register every ID of `ENV_IDS` (idempotent)."""
+    """Register every ID of `ENV_IDS` (idempotent), and silence Gymnasium's "out of
+    date" warning for them (only them)."""
+    import warnings
+
     from gymnasium.envs.registration import register, registry
+
+    warnings.filterwarnings("ignore", _NOT_OUT_OF_DATE, DeprecationWarning)
 
     for env_id, kwargs in ENV_IDS.items():
         if env_id not in registry:

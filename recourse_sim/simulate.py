@@ -341,6 +341,8 @@ def _parse_people(text: str) -> pd.DataFrame:
     dtype: dict[str, Any] = {"group": str}
     dtype.update({n: "float64" for n in header if n in ("cost", "score")})
     dtype.update({n: "float64" for n in header if n.startswith(("feature_", "reported_"))})
+    dtype.update({n: "float64" for n in header if n.startswith("collective_")})
+    dtype.update({n: str for n in header if n == "collective"})
     # flags that may be empty (causal worlds' validity): nullable booleans
     dtype.update({n: "boolean" for n in header if n in ("recourse_valid_at_reapply", "improved")})
     return pd.read_csv(io.StringIO(text), dtype=dtype, keep_default_na=False, na_values=[""])
@@ -837,6 +839,7 @@ def simulate(
     progress: bool | str = False,
     people: bool = False,
     people_features: bool = False,
+    people_collective: bool = False,
 ) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Run `scenario` for `rounds` rounds and return the tidy metrics table.
 
@@ -862,6 +865,9 @@ def simulate(
         people: also return the people table (the rows of ``people.csv``).
         people_features: people.csv also holds each feature's true value and report
             (``feature_<f>``, ``reported_<f>``); part of the run's identity.
+        people_collective: people.csv also holds what the round's collectives changed in
+            each person's training report (``collective``, ``collective_cost``,
+            ``collective_<f>``); part of the run's identity.
 
     Returns:
         One row per round × group (``"all"`` included), columns as in `LEADING_COLUMNS`
@@ -897,6 +903,9 @@ def simulate(
         "scenario_sha256": _sha256(_with_rounds(scenario, 1).to_yaml().encode("utf-8")),
         "people_features": bool(people_features),
     }
+    people_extra = {}  # (only when asked: runs without it keep their identity and call)
+    if people_collective:
+        identity["people_collective"] = people_extra["collective"] = True
     world = getattr(scenario, "world", None)
     if getattr(world, "kind", None) == "csv":  # the data is part of the run
         identity["data_sha256"] = _file_sha256(Path(world.path))
@@ -956,7 +965,7 @@ def simulate(
                 _, _, terminated, _, info = env.step(action)
                 texts = {
                     "metrics": table.add_round(info["metrics"]),
-                    "people": crowd.add_round(env.people(features=people_features)),
+                    "people": crowd.add_round(env.people(features=people_features, **people_extra)),
                 }
                 done += 1
                 if out_dir is not None:

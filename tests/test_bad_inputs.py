@@ -66,6 +66,7 @@ def test_load_scenario_raises_a_typed_error(path):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_validate_reports_every_bad_file(capsys):
     bad = [p for p in CASES if _header(p, "expect") != "ok" and not _header(p, "command")]
     status = main(["validate", *map(str, bad)])
@@ -116,7 +117,7 @@ def test_hostile_files_exit_fast_under_a_memory_limit(name, tmp_path):
         [sys.executable, "-m", "recourse_sim.cli", "run", str(path), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=300,  # a guard against a hang only: the bound is the CPU time below
         preexec_fn=limit,
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

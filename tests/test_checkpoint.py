@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -147,6 +149,20 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     assert (tmp_path / "a.txt").read_text() == "two\n"
 
 
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_atomic_write_gives_the_permissions_of_a_plain_write(tmp_path, umask):
+    before = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "atomic.txt", "x\n")
+        (tmp_path / "plain.txt").write_text("x\n")
+    finally:
+        os.umask(before)
+    mode = stat.S_IMODE((tmp_path / "atomic.txt").stat().st_mode)
+    assert mode == 0o666 & ~umask
+    assert mode == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
+
+
 # --------------------------------------------------------------------------- environments
 
 # A small lending_german_genre: GenRe is refit twice within four rounds.
@@ -159,6 +175,7 @@ _GENRE_SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_resume_with_a_genre_population_is_exact(tmp_path):
     """The GenRe weights and buffer travel in the checkpoint (arrays only, no pickle), so
     a resumed run writes the same bytes as an uninterrupted one."""

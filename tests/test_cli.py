@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 
 from recourse_sim import __version__
 from recourse_sim.cli import main
+from recourse_sim.simulate import read_people
 
 SCENARIO = "school_assignment"
 # A smaller district and a cheaper collective solver keep each round well under a second.
@@ -94,6 +96,23 @@ def test_run_writes_the_contract_files(reference):
     assert summary["rounds"] == ROUNDS and "all" in summary["final"]
     resolved = (reference / "scenario.yaml").read_text()
     assert f"rounds: {ROUNDS}\n" in resolved and "cohort_size: 300\n" in resolved
+    # every file has the user's umask: the atomically replaced ones (summary.json,
+    # scenario.yaml) the permissions of the appended ones (metrics.csv, people.csv)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in reference.iterdir() if p.is_file()}
+    assert len(set(modes.values())) == 1, modes
+
+
+def test_run_people_collective_adds_each_persons_collective_change(tmp_path, reference):
+    out = tmp_path / "collective"
+    assert main([*_run_argv(out, 2), "-q", "--people-collective"]) == 0
+    header = (out / "people.csv").read_text().splitlines()[0].split(",")
+    plain = (reference / "people.csv").read_text().splitlines()[0].split(",")
+    features = ["gpa", "test_score", "study_hours", "extracurriculars"]
+    assert header == [*plain, "collective", "collective_cost"] + [
+        f"collective_{f}" for f in features
+    ]
+    members = read_people(out)["collective"].dropna()
+    assert len(members) and set(members) == {"h1_students"}
 
 
 def test_same_command_twice_gives_identical_metrics(tmp_path, reference, capsys):
@@ -106,6 +125,7 @@ def test_same_command_twice_gives_identical_metrics(tmp_path, reference, capsys)
     _assert_same_metrics(out, reference)
 
 
+@pytest.mark.slow
 def test_people_features_flag(tmp_path, reference):
     out = tmp_path / "features"
     assert main([*_run_argv(out, 2), "--people-features", "-q"]) == 0
@@ -258,6 +278,7 @@ def test_bad_input_is_one_error_line(tmp_path, monkeypatch, capsys, argv, fragme
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_from_the_console_script_is_one_line(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "recourse_sim.cli", "run", SCENARIO, "--rounds", "abc"],
@@ -287,6 +308,7 @@ def test_list_shows_bundled_scenarios_with_descriptions(capsys):
         assert len(lines[name].split()) > 1, f"{name} has no description"
 
 
+@pytest.mark.slow
 def test_list_and_help_do_not_import_torch():
     """`list` and `--help` answer fast: they read descriptions, not data or models."""
     code = (
@@ -320,6 +342,7 @@ def test_validate(tmp_path, capsys):
     _assert_one_error_line(err, "bad.yaml")
 
 
+@pytest.mark.slow
 def test_validate_summarises_the_world(capsys):
     status, out, _ = _cli(capsys, "validate", "csv_example")
     assert status == 0
@@ -339,6 +362,7 @@ def test_validate_summarises_the_world(capsys):
     assert len(lines) == 12  # every feature, no warning
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path, reference, capsys):
     target = tmp_path / "dynamics.png"
     status, out, _ = _cli(capsys, "plot", str(reference), "--out", str(target))

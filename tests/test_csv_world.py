@@ -215,6 +215,7 @@ def test_resume_refuses_a_changed_data_file(tmp_path, capsys):
     assert status == 2 and "on a changed data file" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_bundled_csv_example_runs_from_its_raw_file(tmp_path):
     """csv_example: 307 rows with an empty cell dropped, the heavy-tailed column clipped
     at its 1st/99th percentiles, groups from age bins, then five rounds."""

@@ -11,6 +11,7 @@ The committed test runs a few hundred examples; ``FUZZ_EXAMPLES=10000`` runs mor
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tempfile
@@ -27,7 +28,15 @@ from recourse_sim.errors import RecourseSimError
 from recourse_sim.scenarios import load_scenario
 
 BUNDLED = sorted((Path(__file__).parents[1] / "scenarios").glob("*.yaml"))
-DOCS = [yaml.safe_load(p.read_text(encoding="utf-8")) for p in BUNDLED]
+
+
+@functools.cache
+def _bundled_docs() -> list[Any]:
+    """The bundled files as parsed YAML (read when the first example is drawn, not at
+    collection)."""
+    return [yaml.safe_load(p.read_text(encoding="utf-8")) for p in BUNDLED]
+
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 
 scalars = st.one_of(
@@ -70,7 +79,7 @@ def _parent(doc: Any, path: tuple) -> Any:
 
 @st.composite
 def mutated_documents(draw: st.DrawFn) -> tuple[str, list[str]]:
-    doc = draw(st.sampled_from(DOCS))
+    doc = draw(st.sampled_from(_bundled_docs()))
     doc = yaml.safe_load(yaml.safe_dump(doc))  # a fresh copy
     for _ in range(draw(st.integers(1, 4))):
         paths = _paths(doc)
@@ -122,6 +131,7 @@ def _check(text: str, overrides: list[str], directory: Path) -> None:
         assert str(e) and "\n" not in str(e).strip(), repr(e)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

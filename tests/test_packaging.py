@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -22,6 +24,7 @@ def test_every_subpackage_is_listed_in_pyproject():
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+@pytest.mark.slow
 def test_no_top_level_agents_module_is_installed(tmp_path):
     """`agents/` installs as `recourse_sim.agents` only (other packages own `agents`)."""
     code = (

@@ -19,6 +19,7 @@ def ross_table(analysis_script):
     return analysis_script("ross_table1")
 
 
+@pytest.mark.slow
 def test_genre_table2_quick_run_writes_every_method(genre_table, tmp_path):
     args = genre_table.Args(datasets=("german",), quick=True, out=tmp_path)
     table = genre_table.run(args)
@@ -32,6 +33,7 @@ def test_genre_table2_quick_run_writes_every_method(genre_table, tmp_path):
     assert ((table["validity"] >= 0) & (table["validity"] <= 1)).all()
 
 
+@pytest.mark.slow
 def test_genre_gold_labeller_is_sharp_in_sample(genre_table):
     """The in-sample calibrated forest keeps the real labels nearly everywhere, as the
     paper's gold accuracies (94-100 %) require."""
@@ -63,6 +65,7 @@ def test_genre_metrics_by_hand(genre_table):
     assert m["score"] == pytest.approx(1.0 + 0.75 - m["cost"] / 2)
 
 
+@pytest.mark.slow
 def test_ross_table1_quick_run_has_the_issue_columns(ross_table, tmp_path):
     args = ross_table.parse(["--quick", "--datasets", "german", "--out", str(tmp_path)])
     ross_table.run(args)

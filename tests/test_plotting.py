@@ -53,6 +53,7 @@ def _panels(fig) -> dict:
     return {ax.get_ylabel(): ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel()}
 
 
+@pytest.mark.slow
 def test_a_run_plot_blanks_rounds_without_seekers(tmp_path, figures):
     plot_dynamics(_metrics(), tmp_path / "a.png")
     (fig,) = figures
@@ -70,6 +71,7 @@ def _run(folder, shift, seed):
     (folder / "summary.json").write_text(f'{{"scenario": "toy", "seed": {seed}}}')
 
 
+@pytest.mark.slow
 def test_two_runs_overlay(tmp_path, figures, capsys):
     _run(tmp_path / "a", 0.0, 0)
     _run(tmp_path / "b", 0.2, 1)
@@ -84,6 +86,7 @@ def test_two_runs_overlay(tmp_path, figures, capsys):
     assert accept[1].get_ydata()[0] - accept[0].get_ydata()[0] == pytest.approx(0.2)
 
 
+@pytest.mark.slow
 def test_a_sweep_draws_each_cell_as_a_mean_and_band(tmp_path, figures, capsys):
     frames = []
     for alpha in (0.1, 0.5):
@@ -103,6 +106,7 @@ def test_a_sweep_draws_each_cell_as_a_mean_and_band(tmp_path, figures, capsys):
     assert "95 % CI over 3 seeds" in fig._suptitle.get_text()
 
 
+@pytest.mark.slow
 def test_a_point_between_empty_rounds_is_drawn_as_a_marker(tmp_path, figures):
     m = _metrics()
     m.loc[m["round"] != 3, "n_seekers"] = 0  # seekers in round 3 only
@@ -124,6 +128,7 @@ def _scenario_run(folder, seed, participation, epsilon=0.5):
     )
 
 
+@pytest.mark.slow
 def test_overlaid_runs_are_named_by_the_settings_that_differ(tmp_path, figures, capsys):
     _scenario_run(tmp_path / "a", 0, 0.1)
     _scenario_run(tmp_path / "b", 0, 0.5)
@@ -140,6 +145,7 @@ def test_overlaid_runs_are_named_by_the_settings_that_differ(tmp_path, figures, 
     assert figures[-1]._suptitle.get_text() == "3 runs, group all (toy)"
 
 
+@pytest.mark.slow
 def test_plot_label_names_the_lines(tmp_path, figures, capsys):
     _scenario_run(tmp_path / "a", 0, 0.1)
     _scenario_run(tmp_path / "b", 0, 0.5)
@@ -154,6 +160,7 @@ def test_plot_label_names_the_lines(tmp_path, figures, capsys):
     assert figures[-1]._suptitle.get_text() == "one run"
 
 
+@pytest.mark.slow
 def test_a_sweep_mean_leaves_out_rounds_without_seekers(tmp_path, figures, capsys):
     """Seed 0 has no seekers in round 1 (a table written with 0 there, as older runs did):
     the mean is that of the other seeds, and a panel says how many runs it averages."""

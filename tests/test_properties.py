@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ def _problem(seed: int, n: int = 60, d: int = 3):
     return X, y, LogisticRegression(C=1.0).fit(X, y)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(action_sets(3), st.sampled_from(["pgd", "wachter", "linear"]), st.integers(0, 10**6))
 def test_individual_recourse_stays_in_its_action_set(action_set, method, seed):
@@ -75,6 +77,7 @@ def _small_school(epsilon: float, participation: float, homophily: float):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.floats(0.0, 2.0),
@@ -110,6 +113,7 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     action_sets(3),
@@ -165,6 +169,7 @@ def _genre_spec(participation: float) -> SimpleNamespace:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(action_sets(3), st.integers(0, 10**6), st.floats(0.0, 1.0))
 def test_genre_strategy_stays_in_its_action_set(action_set, seed, share):

@@ -79,6 +79,7 @@ def test_cell_names_are_file_safe_and_distinct():
 # --------------------------------------------------------------------------- sweeps
 
 
+@pytest.mark.slow
 def test_sweep_table_skip_and_rerun(tmp_path):
     out = tmp_path / "sw"
     result = _sweep(out)

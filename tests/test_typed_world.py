@@ -141,6 +141,7 @@ def test_the_features_block_declares_types_steps_levels_and_onehot(tmp_path):
     assert aset.levels_[1].tolist() == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "types"),
     [

@@ -3,6 +3,9 @@ type and action, and one warning each for settings that are legal but likely mis
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -120,6 +123,47 @@ def test_unit_costs_of_each_feature_type():
     np.testing.assert_allclose(costs, [1.5, 2.0, 0.5 * 0.01 * 10])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["csv_example", "oar_iris", "lending_fico"])
 def test_bundled_scenarios_draw_no_warning(name):
     assert not [line for line in preflight(load_scenario(name)) if line.startswith("warning:")]
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow  # (a fresh interpreter)
+def test_checking_a_scenario_imports_no_torch():
+    """Loading a scenario runs every check of its fields (the learner's hyperparameters
+    too, by building it) without torch: the learners import it on first use."""
+    code = (
+        "import sys\n"
+        "from recourse_sim.scenarios import list_scenarios, load_scenario\n"
+        "for name in ('school_assignment', 'lending_german', 'oar_iris', 'oar_digits'):\n"
+        "    load_scenario(name)\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n", proc.stdout
+
+
+@pytest.mark.slow  # (a fresh interpreter)
+def test_validate_refuses_a_bad_file_without_importing_torch(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        load_scenario("school_assignment")
+        .to_yaml()
+        .replace("type: logistic_regression", "type: mpl"),
+        encoding="utf-8",
+    )
+    code = (
+        "import sys\n"
+        "from recourse_sim.cli import main\n"
+        f"status = main(['validate', {str(path)!r}])\n"
+        "print(status, 'torch' in sys.modules)\n"
+    )
+    proc = _fresh(code)
+    assert proc.stdout == "2 False\n", (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: ") and "did you mean 'mlp'" in proc.stderr

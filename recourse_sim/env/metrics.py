@@ -149,6 +149,21 @@ on causal worlds (``world.kind: scm``), two more (empty where they do not apply)
 and, when asked for (``recourse-sim run --people-features``), for every feature f:
 ``feature_<f>``, its true value at the start of the round (for a newcomer, as drawn), and
 ``reported_<f>``, the final report the decision was made on.
+
+When asked for (``recourse-sim run --people-collective``, ``simulate(...,
+people_collective=True)``), what the round's collectives did with each person's
+training row (the reports the next model is trained on; people whose row does not
+train, as the rejected under ``labels.unobserved: drop``, are in no collective):
+
+- ``collective``: the population of the collective the person joined this round; empty
+  for everyone else
+- ``collective_cost``: the cost of their change to their training report (cost units; 0
+  for non-members), as ``collective_mean_cost`` averages it
+- ``collective_<f>`` for every feature f: the change of their training report of f, the
+  report the model trains on minus the one they applied with (0 for non-members)
+
+(The labels a ``collective_signal`` with ``set_label`` reports are not among these
+columns.)
 """
 
 from __future__ import annotations
@@ -160,6 +175,7 @@ import numpy as np
 __all__ = [
     "PEOPLE_COLUMNS",
     "TIE_RESOLUTION",
+    "CollectiveChanges",
     "RoundRecord",
     "people_columns",
     "round_metrics",
@@ -190,6 +206,35 @@ PEOPLE_COLUMNS = (
     "leaves",
 )
 """The columns of ``people.csv`` (without the optional feature columns), in order."""
+
+
+@dataclass(frozen=True)
+class CollectiveChanges:
+    """The round's training rows before and after its collectives acted, kept as they
+    are: the per-person columns are computed only when ``people.csv`` asks for them."""
+
+    rows: np.ndarray  # (t,) int64: the training rows' indices among the applicants
+    applied: np.ndarray  # (t, d) the training rows as the applicants reported them
+    trained: np.ndarray  # (t, d) the rows the update trains on
+    # per collective, in order of acting: population, who joined (t,) bool, and each
+    # member's cost (None: nobody joined)
+    members: tuple[tuple[str, np.ndarray, np.ndarray | None], ...]
+
+    def columns(self, n: int, feature_names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """``collective``, ``collective_cost`` and ``collective_<f>`` for n applicants."""
+        collective = np.full(n, None, dtype=object)
+        cost = np.zeros(n)
+        for population, joined, member_cost in self.members:
+            who = self.rows[joined]
+            collective[who] = population
+            if member_cost is not None:
+                cost[who] = member_cost
+        change = np.zeros((n, len(feature_names)))
+        change[self.rows] = self.trained - self.applied
+        columns = {"collective": collective, "collective_cost": cost}
+        for j, name in enumerate(feature_names):
+            columns[f"collective_{name}"] = change[:, j]
+        return columns
 
 
 @dataclass
@@ -253,6 +298,8 @@ class RoundRecord:
     past_holder_group: np.ndarray | None = None  # (h_T,) int64
     past_holder_query: np.ndarray | None = None  # (h_T,) bool
     past_holder_favoured: np.ndarray | None = None  # (h_T,) bool
+    # what the round's collectives did to the training rows (None: no collective acted)
+    collective: CollectiveChanges | None = None
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -446,9 +493,12 @@ def people_columns(
     r: RoundRecord,
     group_labels: tuple[str, ...],
     feature_names: tuple[str, ...] | None = None,
+    collective_features: tuple[str, ...] | None = None,
 ) -> dict[str, np.ndarray]:
     """The rows of ``people.csv`` for one round, column by column (`PEOPLE_COLUMNS`;
-    with `feature_names`, then ``feature_<f>`` and ``reported_<f>`` for each feature)."""
+    with `feature_names`, then ``feature_<f>`` and ``reported_<f>`` for each feature;
+    with `collective_features`, the feature names, then ``collective``,
+    ``collective_cost`` and ``collective_<f>`` for each feature)."""
     n = len(r.group)
     labels = np.array(group_labels or ("all",), dtype=object)
     columns: dict[str, np.ndarray] = {
@@ -477,4 +527,8 @@ def people_columns(
             columns[f"feature_{name}"] = r.X[:, j]
         for j, name in enumerate(feature_names):
             columns[f"reported_{name}"] = r.report[:, j]
+    if collective_features is not None:
+        empty = np.zeros((0, len(collective_features)))
+        changes = r.collective or CollectiveChanges(np.zeros(0, np.int64), empty, empty, ())
+        columns.update(changes.columns(n, collective_features))
     return columns

@@ -24,6 +24,7 @@ from recourse_sim.agents.strategies import (
 )
 from recourse_sim.env import guards
 from recourse_sim.env.metrics import (
+    CollectiveChanges,
     RoundRecord,
     people_columns,
     round_metrics,
@@ -606,6 +607,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         recorded = np.where(c.record >= 0, c.record, y)
         X_train, y_train, train_rows = self._training_rows(X_rep, recorded, favourable)
         participants_all = np.zeros(len(X_train), bool)
+        X_applied, members = X_train, []  # (for people.csv's collective columns)
         costs = []
         collectives: dict[str, dict[str, Any]] = {}
         rows_group, rows_favourable = c.group[train_rows], favourable[train_rows]
@@ -642,6 +644,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             own_cost = np.asarray(s.action_set.cost(delta[joined])) if joined.any() else None
             if own_cost is not None:
                 costs.append(own_cost)
+            members.append((s.population, joined, own_cost))
             collectives[s.population] = {
                 "participants": int(joined.sum()),
                 "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
@@ -728,6 +731,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             cutoff=cutoff,
             aim_unreachable=moves.aim_unreachable,
             **validity,
+            collective=CollectiveChanges(train_rows, X_applied, X_train, tuple(members))
+            if members
+            else None,
         )
         metrics = round_metrics(record, self._row_labels)
         G = len(self.group_labels)
@@ -1225,14 +1231,20 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         return self.world.group_stats(self._pool.people)
 
     # -- per-person output -------------------------------------------------------------------
-    def people(self, features: bool = False) -> dict[str, np.ndarray]:
+    def people(self, features: bool = False, collective: bool = False) -> dict[str, np.ndarray]:
         """The last round's applicants as the rows of ``people.csv``, column by column
         (`recourse_sim.env.metrics.people_columns`: every column is documented there);
-        `features` adds each feature's true value and final report."""
+        `features` adds each feature's true value and final report, `collective` what
+        the round's collectives changed in each person's training report."""
         if self._last_record is None:
             raise ResetNeeded("people() describes the last round: call step() first")
-        names = self.world.features.names if features else None
-        return people_columns(self._last_record, self.group_labels, names)
+        names = self.world.features.names
+        return people_columns(
+            self._last_record,
+            self.group_labels,
+            names if features else None,
+            names if collective else None,
+        )
 
     # -- checkpoints -------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:

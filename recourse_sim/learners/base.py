@@ -24,14 +24,19 @@ import inspect
 import warnings
 from abc import ABC, abstractmethod
 from numbers import Integral, Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError, NotFittedError
+from recourse_sim.lazy import LazyModule
 
-State = dict[str, torch.Tensor]
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
+
+State = dict[str, "torch.Tensor"]
 
 UPDATE_RULES = ("refit", "window", "sgd", "frozen")
 """Online update rules. ``refit``: refit on every row seen so far (memory);

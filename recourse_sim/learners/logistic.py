@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy.linalg import block_diag
 from scipy.linalg.lapack import dpotrf, dpotrs
 from scipy.special import logsumexp, softmax
 
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import (
     MEMORY_RULES,
     Learner,
@@ -19,6 +20,11 @@ from recourse_sim.learners.base import (
     first_memory,
     remember,
 )
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 # Armijo constant and smallest step fraction of the backtracking line search.
 _ARMIJO = 1e-4

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import itertools
 from collections.abc import Callable
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
-from torch.func import functional_call, grad, vjp
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import (
     MEMORY_RULES,
     Learner,
@@ -22,10 +19,13 @@ from recourse_sim.learners.base import (
     remember,
 )
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": torch.relu,
-    "tanh": torch.tanh,
-}
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
+
+ACTIVATIONS = ("relu", "tanh")
+"""The hidden layers' activations (torch functions of these names)."""
 HYPERGRADS = ("unrolled", "implicit")
 
 # Adam's moment decay rates and denominator offset (the usual defaults).
@@ -33,39 +33,6 @@ _BETAS = (0.9, 0.999)
 _ADAM_EPS = 1e-8
 # Relative residual at which the implicit conjugate-gradient solve stops.
 _CG_TOL = 1e-10
-
-
-class _Net(nn.Module):
-    """Linear layers with an activation between them; logits out.
-
-    Built on the meta device: it holds no parameters of its own (so building it never
-    touches a random generator); `functional_call` supplies them from the state.
-    """
-
-    def __init__(self, sizes: list[int], activation: str):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            nn.Linear(i, o, device="meta", dtype=torch.float64)
-            for i, o in itertools.pairwise(sizes)
-        )
-        self.activation = ACTIVATIONS[activation]
-
-    def forward(self, x: torch.Tensor, masks: list[torch.Tensor] | None = None) -> torch.Tensor:
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i < len(self.layers) - 1:
-                x = self.activation(x)
-                if masks is not None:  # inverted dropout, masks drawn by the caller
-                    x = x * masks[i]
-        return x
-
-
-@functools.lru_cache(maxsize=64)
-def _shared_net(sizes: tuple[int, ...], activation: str) -> _Net:
-    """One parameterless `_Net` per architecture: building the meta-device layers costs
-    about a millisecond, which recourse-aware training would otherwise pay several times
-    per minibatch. Safe to share: `functional_call` only swaps parameters in for a call."""
-    return _Net(list(sizes), activation)
 
 
 def conjugate_gradient(
@@ -95,24 +62,6 @@ def conjugate_gradient(
         p = r + (rs_new / rs) * p
         rs = rs_new
     return x
-
-
-class _ImplicitCorrection(torch.autograd.Function):
-    """Zero in value; its backward maps an incoming gradient v to −(H + λI)⁻¹ v.
-
-    Applied to g = ∇_θ R(θ*, X) (with its graph to X), it makes
-    ``θ* + correction(g)`` carry the implicit-function hypergradient
-    dθ*/dX = −H⁻¹ ∂²R/∂θ∂X to X while leaving the value θ*.
-    """
-
-    @staticmethod
-    def forward(ctx, g: torch.Tensor, solve: Callable[[torch.Tensor], torch.Tensor]):
-        ctx.solve = solve
-        return torch.zeros_like(g)
-
-    @staticmethod
-    def backward(ctx, v: torch.Tensor):
-        return -ctx.solve(v), None
 
 
 class MLPClassifier(Learner):
@@ -274,9 +223,11 @@ class MLPClassifier(Learner):
         check_recourse_training(self)
 
     # -- the model -------------------------------------------------------------------
-    def _net(self) -> _Net:
+    def _net(self) -> torch.nn.Module:
+        from recourse_sim.learners.mlp_torch import shared_net
+
         sizes = (self.n_features_in_, *self.hidden, len(self.classes_))
-        return _shared_net(sizes, self.activation)
+        return shared_net(sizes, self.activation)
 
     @property
     def param_keys(self) -> tuple[str, ...]:
@@ -285,7 +236,7 @@ class MLPClassifier(Learner):
     def proba_fn(self, state: State, X: torch.Tensor) -> torch.Tensor:
         net = self._net()
         params = {name: state[name] for name, _ in net.named_parameters()}
-        return torch.softmax(functional_call(net, params, (X.to(torch.float64),)), dim=1)
+        return torch.softmax(torch.func.functional_call(net, params, (X.to(torch.float64),)), dim=1)
 
     def _risk_fn(self) -> Callable[..., torch.Tensor]:
         """R(params, X, y, masks=None, X_recourse=None): mean cross-entropy
@@ -301,11 +252,11 @@ class MLPClassifier(Learner):
             masks=None,
             X_recourse: torch.Tensor | None = None,
         ) -> torch.Tensor:
-            logits = functional_call(net, params, (X,), {"masks": masks})
+            logits = torch.func.functional_call(net, params, (X,), {"masks": masks})
             # Sum / max(n, 1) rather than mean: an empty round contributes nothing.
             ce = torch.nn.functional.cross_entropy(logits, y.long(), reduction="sum")
             if X_recourse is not None:
-                logits_r = functional_call(net, params, (X_recourse,), {"masks": masks})
+                logits_r = torch.func.functional_call(net, params, (X_recourse,), {"masks": masks})
                 goals = torch.full((len(X_recourse),), goal, dtype=torch.long)
                 ce_r = torch.nn.functional.cross_entropy(logits_r, goals, reduction="sum")
                 ce = ce + lam * ce_r
@@ -362,7 +313,7 @@ class MLPClassifier(Learner):
 
     def _adam_fit(self, params: State, X: torch.Tensor, y: torch.Tensor, gen) -> State:
         """`fit_epochs` passes of Adam over minibatches (with dropout if set)."""
-        risk_grad = grad(self._risk_fn())
+        risk_grad = torch.func.grad(self._risk_fn())
         n = len(X)
         batch = self.batch_size or n
         m = {k: torch.zeros_like(p) for k, p in params.items()}
@@ -432,7 +383,7 @@ class MLPClassifier(Learner):
             new = self._implicit(trained, X_mem, y_mem)
             new.update(X_mem=X_mem, y_mem=y_mem, round_sizes=sizes)
             return new
-        risk_grad = grad(self._risk_fn())
+        risk_grad = torch.func.grad(self._risk_fn())
         if self.hypergrad == "unrolled":
             # torch.func.grad composes with outer autograd: the steps stay differentiable.
             for _ in range(self.epochs):
@@ -451,6 +402,8 @@ class MLPClassifier(Learner):
         """Attach the implicit-function derivative dθ/dX at θ = `params` (value unchanged)."""
         if not (torch.is_grad_enabled() and X.requires_grad):
             return params
+        from recourse_sim.learners.mlp_torch import ImplicitCorrection
+
         risk = self._risk_fn()
         keys = list(params)
         shapes = [params[k].shape for k in keys]
@@ -467,13 +420,13 @@ class MLPClassifier(Learner):
         X_recourse = None if delta is None else X_fixed + delta
 
         def flat_grad(flat: torch.Tensor) -> torch.Tensor:
-            g = grad(risk)(unflatten(flat), X_fixed, y_fixed, None, X_recourse)
+            g = torch.func.grad(risk)(unflatten(flat), X_fixed, y_fixed, None, X_recourse)
             return torch.cat([g[k].reshape(-1) for k in keys])
 
         def solve(v: torch.Tensor) -> torch.Tensor:
             # Reverse-over-reverse: the graph of ∇R is built once and reused by every
             # Hessian-vector product (H is symmetric, so a vjp is an hvp).
-            _, hvp = vjp(flat_grad, theta)
+            _, hvp = torch.func.vjp(flat_grad, theta)
 
             def matvec(u: torch.Tensor) -> torch.Tensor:
                 return hvp(u)[0] + self.cg_damping * u
@@ -481,6 +434,6 @@ class MLPClassifier(Learner):
             return conjugate_gradient(matvec, v.detach(), self.cg_maxiter, tol=_CG_TOL)
 
         X_recourse = None if delta is None else X + delta
-        g = grad(risk)(unflatten(theta), X, y, None, X_recourse)  # with its graph to X
+        g = torch.func.grad(risk)(unflatten(theta), X, y, None, X_recourse)  # with its graph to X
         g_flat = torch.cat([g[k].reshape(-1) for k in keys])
-        return unflatten(theta + _ImplicitCorrection.apply(g_flat, solve))
+        return unflatten(theta + ImplicitCorrection.apply(g_flat, solve))

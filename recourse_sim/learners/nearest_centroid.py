@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import Learner, State
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 # Added under the square root of the squared distance so that ‖x − μ‖ has a finite
 # (zero) gradient at x = μ; shifts a distance by at most 1e-6.

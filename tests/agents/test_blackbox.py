@@ -46,6 +46,7 @@ def _query_loss_after(learner, X, y, delta, queries, goal=1) -> float:
 
 # window: the update ignores the deployed parameters; sgd: it starts from them, so the
 # surrogate's fitted parameters are what the plan's update starts from
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["window", "sgd"])
 def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar(rule):
     learner, X, y, queries, members = _problem(rule=rule)
@@ -66,6 +67,7 @@ def test_unlimited_queries_and_correct_assumptions_reach_white_box_oar(rule):
     np.testing.assert_allclose(theta, learner.param_vector(), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_decisions_only_and_a_tiny_budget_keep_less_than_scores():
     learner, X, y, queries, members = _problem(1)
     aset = ActionSet(3, epsilon=1.0)
@@ -224,6 +226,7 @@ def test_a_wrong_regularisation_changes_the_plan_not_the_fitted_scores():
     assert right < wrong < honest
 
 
+@pytest.mark.slow
 def test_correct_assumptions_share_the_scaling_and_reproduce_white_box_round_by_round():
     """A standardised, warm-started (sgd) learner: unlimited scores and correct
     assumptions (family, hyperparameters, update rule and the learner's feature scaling,

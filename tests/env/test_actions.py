@@ -35,13 +35,27 @@ def test_wrong_actions_are_refused(env, make, message):
         env.step(make(shape))
 
 
-def test_integer_and_float_actions_of_the_right_shape_are_taken(env):
-    shape = env.action_space.shape
-    env.step(np.zeros(shape, np.int64))
-    env.step(np.zeros(shape, np.float32))
+def test_integer_and_float_actions_of_the_right_shape_are_taken():
+    """An integer action is taken as the float action of the same values: two same-seed
+    rollouts, one stepped with int64 actions and one with float32, are the same."""
+    rollouts = []
+    for dtype in (np.int64, np.float32):
+        env = RecourseEnv("school_assignment_controlled", **SMALL)
+        obs, _ = env.reset(seed=1)
+        steps = [obs]
+        for a in (0, 1, -1):
+            obs, reward, *_ = env.step(np.full(env.action_space.shape, a, dtype))
+            steps.append((obs, reward))
+        rollouts.append(steps)
+    ints, floats = rollouts
+    np.testing.assert_array_equal(ints[0], floats[0])
+    for (obs_i, reward_i), (obs_f, reward_f) in zip(ints[1:], floats[1:], strict=True):
+        np.testing.assert_array_equal(obs_i, obs_f)
+        assert reward_i == reward_f
 
 
-@pytest.mark.parametrize("context", [None, "spawn"])
+# spawn: fresh worker interpreters, each importing the package (several s of CPU)
+@pytest.mark.parametrize("context", [None, pytest.param("spawn", marks=pytest.mark.slow)])
 def test_async_vector_env_steps_after_torch_was_used(context):
     """Acceptance: gym.make_vec(..., vectorization_mode="async") steps after the parent
     process has run a torch matrix multiply on its thread pool: with the platform's

@@ -329,6 +329,7 @@ def test_native_reason_names_what_is_not_batched():
     assert native_reason(RecourseEnv("lending_fico_controlled")) is None
 
 
+@pytest.mark.slow
 def test_sb3_adapter_trains_ppo():
     pytest.importorskip("stable_baselines3")
     import torch
@@ -345,6 +346,7 @@ def test_sb3_adapter_trains_ppo():
     assert model.num_timesteps >= 256
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("scenario", "size"),
     [

@@ -258,6 +258,7 @@ def test_the_readme_job_has_no_pile_with_the_defaults(tmp_path):
     assert 0.18 < success.min() and success.max() < 0.25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "cut"), [("school_assignment", True), ("oar_iris", False)])
 def test_a_margin_per_row_is_each_rows_number(name, cut):
     """`Individual.act` with one margin per person gives each person the recourse of

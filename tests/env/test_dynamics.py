@@ -46,12 +46,14 @@ def test_a_hundred_rounds_of_ten_thousand_students_take_well_under_a_minute():
     env = RecourseEnv("school_assignment", rounds=100, world__cohort_size=10_000)
     env.reset(seed=0)
     zero = np.zeros(env.action_space.shape, np.float32)
-    start = time.perf_counter()
+    # CPU time, not wall time: a busy machine stretches the wall clock, not the work
+    # (about 9 s of CPU when measured)
+    start = time.process_time()
     for _ in range(100):
         info = env.step(zero)[4]
-    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - start
     assert info["metrics"][-1]["collective_participants"] > 0  # OAR really ran
-    assert elapsed < 45.0, f"100 rounds took {elapsed:.1f} s"
+    assert cpu < 45.0, f"100 rounds took {cpu:.1f} s of CPU"
 
 
 @pytest.mark.slow

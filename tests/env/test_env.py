@@ -80,6 +80,7 @@ def test_contract_ids_are_registered():
     recourse_sim.env.register_envs()  # idempotent
 
 
+@pytest.mark.slow
 def test_importing_the_package_registers_every_id_without_the_env_module():
     # a fresh interpreter: `import recourse_sim` alone registers, and stays cheap
     code = (
@@ -91,6 +92,7 @@ def test_importing_the_package_registers_every_id_without_the_env_module():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent)
 
 
+@pytest.mark.slow  # (a fresh interpreter)
 def test_module_prefixed_id_imports_the_package():
     code = (
         "import gymnasium as gym\n"
@@ -166,6 +168,7 @@ def test_recourse_v0_warns_only_without_a_controlled_population():
         _made("recourse_sim/Recourse-v0", scenario="school_assignment_controlled")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["oar_iris", "oar_digits", pytest.param("lending_german", marks=pytest.mark.slow)]
 )
@@ -199,6 +202,7 @@ def test_sb3_env_checker_passes():
 # -- determinism --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["school_assignment", "lending_fico", "oar_iris"])
 def test_same_seed_gives_identical_rollouts(name):
     a = _rollout(_small(name), seed=3, steps=4)
@@ -233,6 +237,7 @@ def _allowed(value) -> bool:
     return value is None or isinstance(value, bool | int | float | str | np.number)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["school_assignment", "lending_fico", "oar_iris"])
 def test_get_state_set_state_continues_identically(name):
     env = _small(name, rounds=6)
@@ -282,6 +287,7 @@ def test_set_state_rejects_a_corrupt_state():
 # -- the episode ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_step_before_reset_and_after_the_end():
     env = _small("oar_iris", rounds=2)
     zero = np.zeros(env.action_space.shape, np.float32)
@@ -348,6 +354,7 @@ def test_lending_reports_mean_score_per_group():
     assert all(300 <= v <= 850 for v in scores.values())
 
 
+@pytest.mark.slow
 def test_model_shift_grows_once_the_model_is_updated():
     env = _small("oar_iris")
     trace = _rollout(env, seed=0, steps=3)
@@ -560,6 +567,7 @@ def test_a_single_class_refit_keeps_the_previous_model():
 # -- user data ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_user_csv_scenario_runs_end_to_end(tmp_path):
     rng = np.random.default_rng(0)
     n = 400
@@ -645,6 +653,7 @@ def _deciding_afresh(env: RecourseEnv) -> RecourseEnv:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["school_assignment", "lending_fico", "oar_iris"])
 def test_kept_decisions_are_the_fresh_ones(name):
     kept = _rollout(_small(name), seed=6, steps=3)
@@ -652,6 +661,7 @@ def test_kept_decisions_are_the_fresh_ones(name):
     assert _same(kept, afresh)
 
 
+@pytest.mark.slow
 def test_kept_decisions_follow_the_pare_threshold():
     env = RecourseEnv("lending_german_pare", rounds=4)
     kept = _rollout(env, seed=2, steps=3)

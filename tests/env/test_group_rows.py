@@ -18,6 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*most seekers ended on the roun
 BAD_INPUTS = Path(__file__).parents[1] / "bad_inputs"
 HEAVY = {
     "csv_example",
+    "oar_digits",
+    "oar_iris",
     "lending_adult",
     "lending_german",
     "lending_german_genre",

@@ -171,6 +171,7 @@ def _documented() -> set[str]:
     return set(re.findall(r"^- ``([a-z_<>]+)``:", metrics_doc, flags=re.MULTILINE))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "more"),
     [

@@ -30,6 +30,7 @@ def cache(tmp_path, monkeypatch):
     oracle_module._MEMORY.clear()
 
 
+@pytest.mark.slow
 def test_each_half_is_scored_by_the_forest_of_the_other_half(cache):
     X, y = _data()
     spec = OracleSpec(trees=10, fit="cross", seed=3)
@@ -43,6 +44,7 @@ def test_each_half_is_scored_by_the_forest_of_the_other_half(cache):
         assert np.array_equal(oracle.predict_proba(rows, X[rows]), model.predict_proba(X[rows]))
 
 
+@pytest.mark.slow
 def test_in_sample_scores_are_optimistic_and_cross_fitting_is_not(cache):
     X, y = _data(600)
     rows = np.arange(len(y))
@@ -59,6 +61,7 @@ def test_in_sample_scores_are_optimistic_and_cross_fitting_is_not(cache):
     assert abs(auc_cross - auc_fresh) < 0.03
 
 
+@pytest.mark.slow
 def test_a_cached_oracle_predicts_identically_and_holds_no_pickle(cache):
     X, y = _data()
     for fit in ("cross", "all"):
@@ -104,6 +107,7 @@ def test_a_damaged_or_foreign_cache_file_is_refit_and_replaced(cache, monkeypatc
     fit_oracle(X, y, spec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_the_array_forest_predicts_as_scikit_learn_bit_for_bit(n_classes):
     rng = np.random.default_rng(2)

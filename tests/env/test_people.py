@@ -44,6 +44,7 @@ def test_a_fresh_cohort_is_everyone_new_and_gone():
         assert row["mean_time_to_favourable"] == 0.0
 
 
+@pytest.mark.slow
 def test_rejected_people_stay_and_favoured_people_leave():
     env = _german()
     _, people = _play(env, 1, 6)
@@ -165,6 +166,7 @@ def test_a_pool_checkpoint_continues_identically():
     assert got == expected
 
 
+@pytest.mark.slow
 def test_paired_runs_draw_the_same_newcomers(tmp_path):
     """Acceptance: two runs of lending_german with seed 0, one with the collective's
     participation set to 0, have identical person ids and true features in the rows of
@@ -194,6 +196,7 @@ def test_paired_runs_draw_the_same_newcomers(tmp_path):
     pd.testing.assert_frame_equal(a[["person", *features]], b[["person", *features]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "more"),
     [
@@ -220,3 +223,42 @@ def test_every_world_kind_can_keep_its_people(name, more):
     again.reset(seed=1)
     again.set_state(state)
     assert [again.step(action)[4]["metrics"] for _ in range(3)] == expected
+
+
+SCHOOL_SMALL = ["world.cohort_size=200", "world.history_size=400"]
+
+
+@pytest.mark.slow
+def test_people_collective_columns_hold_each_members_change(tmp_path):
+    """With people_collective, people.csv says who joined the collective and how it
+    changed their training report: members are as many as the metrics' participants, each
+    member's cost recomputed from the written changes is the written cost and averages to
+    collective_mean_cost, non-members changed nothing, and every other column is the
+    run's without the option."""
+    scenario = load_scenario("school_assignment", overrides=SCHOOL_SMALL)
+    metrics, people = simulate(
+        scenario, rounds=3, seed=1, out=tmp_path / "with", people=True, people_collective=True
+    )
+    _, plain = simulate(scenario, rounds=3, seed=1, people=True)
+    env = RecourseEnv(scenario)
+    changes = [f"collective_{f}" for f in env.world.features.names]
+    assert list(people.columns) == [*plain.columns, "collective", "collective_cost", *changes]
+    pd.testing.assert_frame_equal(people[plain.columns], plain)
+    assert people.equals(read_people(tmp_path / "with"))
+
+    members = people["collective"].notna()
+    assert set(people.loc[members, "collective"]) == {"h1_students"}
+    assert (people.loc[~members, [*changes, "collective_cost"]] == 0).all().all()
+    everyone = metrics[metrics["group"] == "all"].set_index("round")
+    per_round = people[members].groupby("round")
+    assert per_round.size().to_dict() == everyone["collective_participants"].to_dict()
+    np.testing.assert_allclose(
+        per_round["collective_cost"].mean(), everyone["collective_mean_cost"], rtol=1e-9
+    )
+    # the cost of each written change (10 digits), by the population's own action set
+    (oar,) = [s for s in env.strategies if s.population == "h1_students"]
+    delta = people.loc[members, changes].to_numpy()
+    assert np.abs(delta).sum(1).max() > 0  # (a member may move nothing: whole activities)
+    np.testing.assert_allclose(
+        oar.action_set.cost(delta), people.loc[members, "collective_cost"], rtol=1e-8, atol=1e-12
+    )

@@ -89,6 +89,7 @@ def test_recourse_loss_needs_a_learner_that_supports_it():
 # -- the environment -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recourse_aware_learner_gets_the_action_set_and_raises_recourse():
     plain = _env(learner__recourse_loss_weight=0.0, decision__rule="threshold")
     aware = _env(decision__rule="threshold")
@@ -108,6 +109,7 @@ def test_recourse_aware_learner_gets_the_action_set_and_raises_recourse():
     assert _recourse_rate(aware, 0.5) > _recourse_rate(plain, 0.5)
 
 
+@pytest.mark.slow
 def test_pare_threshold_guarantees_recourse_and_differs_from_the_plain_threshold():
     plain = _env(learner__recourse_loss_weight=0.0, decision__rule="threshold")
     pare = _env(learner__recourse_loss_weight=0.0)
@@ -133,6 +135,7 @@ def test_pare_with_a_recourse_aware_learner_keeps_the_usual_threshold():
         assert row["has_recourse_rate"] >= 0.92
 
 
+@pytest.mark.slow
 def test_pare_checkpoint_continues_identically():
     env = _env(rounds=4)
     _play(env, seed=5, steps=1)
@@ -147,6 +150,7 @@ def test_pare_checkpoint_continues_identically():
         assert i1["metrics"] == i2["metrics"]
 
 
+@pytest.mark.slow
 def test_check_env_passes_on_the_pare_scenario():
     env = gym.make("recourse_sim/Recourse-v0", scenario=NAME, rounds=3, warn_passive=False, **SMALL)
     with warnings.catch_warnings():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from gymnasium.utils import seeding
 
 from recourse_sim.env import RecourseEnv
@@ -39,6 +40,7 @@ def test_the_derivation_is_the_documented_one():
     assert stream(words, "world").random() == stream(words, "world").random()
 
 
+@pytest.mark.slow
 def test_runs_that_differ_in_strategies_see_the_same_people():
     """lending_german drawing a fresh cohort each round: with the collective off, without
     individual recourse, or with another learner rule, every round's applicants are the

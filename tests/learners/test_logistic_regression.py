@@ -290,6 +290,7 @@ def test_goal_margin_is_the_goal_log_odds(binary, iris, standardize):
     assert multiclass.goal_margin_coef(multiclass.state(), np.zeros(3, np.int64)) is None
 
 
+@pytest.mark.slow
 def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
     # many parameters: the steering Hessians are kept across small steps and formed in
     # float32; θ* and the factor at θ* must be those of plain float64 Newton

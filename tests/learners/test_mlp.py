@@ -27,6 +27,7 @@ def _query(X_fit, y_fit):
     return torch.as_tensor(X_fit[:1]), int(y_fit[0] + 1) % 3
 
 
+@pytest.mark.slow
 def test_same_random_state_same_model(blobs):
     X, y, _, _ = blobs
     kwargs = dict(hidden=(5, 4), fit_epochs=20, batch_size=16, dropout=0.2)
@@ -53,6 +54,7 @@ def test_fit_does_not_touch_the_global_rng(blobs):
     assert torch.equal(before, torch.random.get_rng_state())
 
 
+@pytest.mark.slow
 def test_fit_learns_and_sgd_update_is_deterministic(blobs):
     X, y, X_new, y_new = blobs
     model = MLPClassifier(hidden=(10,), random_state=0, fit_epochs=300).fit(X, y)
@@ -97,6 +99,7 @@ def test_implicit_sgd_has_the_unrolled_value(blobs):
         torch.testing.assert_close(a[k], b[k], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_implicit_sgd_approaches_unrolled_gradient_at_convergence(blobs):
     # Many steps reach a stationary point of the round's risk, where the unrolled
     # derivative tends to the implicit-function one.
@@ -140,6 +143,7 @@ def _refit_model(blobs, **kwargs):
     return model.update(X_new[:10], y_new[:10])
 
 
+@pytest.mark.slow
 def test_implicit_refit_matches_finite_differences(blobs, query_loss, hypergrad_errors):
     """Tolerance 2e-3: the CG solve adds λ = cg_damping to H, a relative bias of about
     λ / λ_min(H) (≈3e-4 here); the refit's own stopping tolerance adds FD noise."""
@@ -151,6 +155,7 @@ def test_implicit_refit_matches_finite_differences(blobs, query_loss, hypergrad_
     assert err < 2e-3, err
 
 
+@pytest.mark.slow
 def test_implicit_cg_equals_dense_implicit_function_theorem(blobs):
     X, y, X_new, y_new = blobs
     model = _refit_model(blobs, cg_damping=0.0)

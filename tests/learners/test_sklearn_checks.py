@@ -62,6 +62,7 @@ def test_cross_val_score_with_labels_as_words(make):
     assert set(fitted.predict(X)) == {"approved", "refused"}
 
 
+@pytest.mark.slow  # (a fresh interpreter)
 def test_a_learner_used_by_a_run_does_not_import_scikit_learn():
     """The tags import scikit-learn only when scikit-learn asks for them."""
     code = (

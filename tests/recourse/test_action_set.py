@@ -61,6 +61,7 @@ def check_feasible(a: ActionSet, X: np.ndarray, d: np.ndarray) -> None:
     assert a.contains(X, d, tol=TOL).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(problems())
 def test_projection_is_feasible_and_idempotent(problem):
@@ -70,6 +71,7 @@ def test_projection_is_feasible_and_idempotent(problem):
     np.testing.assert_allclose(a.project(X, d), d, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(problems(), st.integers(0, 2**32 - 1))
 def test_projection_is_nearest_feasible_point(problem, seed):
@@ -137,6 +139,7 @@ def test_bad_declarations_raise_typed_errors(kwargs, error, message):
 # -- fast paths against the multiplier search -------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(problems())
 def test_projection_fast_paths_match_the_root_search(problem):
@@ -147,6 +150,7 @@ def test_projection_fast_paths_match_the_root_search(problem):
     np.testing.assert_allclose(fast, searched, atol=1e-9, rtol=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(action_sets(), st.integers(0, 2**32 - 1))
 def test_projection_of_many_rows_matches_one_row_at_a_time(a, seed):

@@ -195,6 +195,7 @@ def test_non_members_keep_their_features():
     assert nobody.query_loss_after == nobody.query_loss_before
 
 
+@pytest.mark.slow
 def test_horizon_one_is_the_one_step_update():
     X, y = blobs()
     learner = LogisticRegression(update_rule="refit").fit(X, y)
@@ -230,6 +231,7 @@ def test_longer_horizon_helps_under_memory():
     assert losses[0] > losses[1] > losses[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("random_start", [False, True])
 def test_same_inputs_give_identical_outputs(random_start):
     X, y = blobs(n_per_class=5, d=3)
@@ -248,6 +250,7 @@ def test_same_inputs_give_identical_outputs(random_start):
         assert not np.array_equal(a.delta, c.delta)
 
 
+@pytest.mark.slow
 def test_init_is_projected_and_never_worsened():
     X, y = blobs()
     learner = LogisticRegression(update_rule="window", window=1).fit(X, y)
@@ -381,6 +384,7 @@ def test_warm_started_closed_form_refits_change_nothing_beyond_tolerance(monkeyp
         np.testing.assert_allclose(warm.state_after[key], cold.state_after[key], atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("standardize", [False, True])
 def test_fast_pgd_steps_at_many_features_equal_the_autograd_path(standardize, monkeypatch):
     # d = 40 (the column-major numpy design and the fused descent step of the fast path;

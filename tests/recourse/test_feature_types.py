@@ -186,6 +186,7 @@ def test_contains_checks_the_types():
         assert not a.contains(X, np.array([bad])).any()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(typed_problems())
 def test_projection_respects_every_type(problem):
@@ -196,6 +197,7 @@ def test_projection_respects_every_type(problem):
     np.testing.assert_allclose(a.project(X, projected), projected, atol=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(typed_problems(), st.sampled_from(["nearest", "toward", "direction"]))
 def test_roundings_respect_types_and_box(problem, mode):
@@ -286,6 +288,7 @@ def test_individual_methods_respect_every_type(problem, method, objective, kind)
         assert (learner.predict(X + res.delta)[res.success] == 1).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(typed_problems(n_rows=4), st.integers(0, 2**31))
 def test_genre_projection_respects_every_type(problem, seed):
@@ -298,6 +301,7 @@ def test_genre_projection_respects_every_type(problem, seed):
         check_typed_feasible(a, X, res.delta)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(typed_problems(n_rows=6), st.sampled_from(["pgd", "fgm"]), st.integers(0, 2**31))
 def test_collective_reports_respect_every_type(problem, method, seed):

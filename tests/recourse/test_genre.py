@@ -147,6 +147,7 @@ def test_incremental_decoding_equals_teacher_forcing():
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_sampler_picks_bin_centres_deterministically(toy_model):
     X = np.array([[0.1, 0.2, 0.0], [0.3, 0.4, 1.0], [0.45, 0.45, 1.0]])
     a = toy_model.sample(X, 4, temperature=1e6, sigma=0.0, random_state=1)
@@ -167,6 +168,7 @@ def test_sampler_picks_bin_centres_deterministically(toy_model):
     np.testing.assert_allclose(a[:, 0, :2], greedy[:, :2].double().numpy())
 
 
+@pytest.mark.slow
 def test_sampler_noise_and_seeds(toy_model):
     X = np.array([[0.2, 0.3, 1.0]] * 3)
     a = toy_model.sample(X, 5, sigma=0.01, random_state=3)

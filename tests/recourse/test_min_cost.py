@@ -64,6 +64,7 @@ def _scipy_min_cost(c, gap, lo, hi, w, p):
     return res.fun
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [1, 2, np.inf])
 def test_min_cost_linear_matches_scipy_on_german(german, p):
     """Acceptance: on every rejected German row, the min-cost linear recourse costs the
@@ -189,6 +190,7 @@ def test_the_path_method_is_near_the_exact_minimum(german, p, bound):
     assert np.median(ratio) <= bound, f"median {np.median(ratio):.4f}, max {ratio.max():.4f}"
 
 
+@pytest.mark.slow
 def test_targets_margin_and_nonlinear_models():
     """Per-row targets (a threshold per row), a margin, and a nearest-centroid model (no
     closed form: the path method) each give the asked decision at the least cost found."""

@@ -80,6 +80,7 @@ def _brute_force(x, c, gap, lo, hi, w, p):
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [1, 2, np.inf])
 def test_mixed_matches_brute_force(p):
     rng = np.random.default_rng(0)

@@ -149,6 +149,7 @@ def test_recourse_delta_matches_brute_force_vertex_search(p):
 # -- recourse-aware training ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["logistic", "mlp"])
 def test_recourse_loss_raises_recourse_of_negatives(toy, kind):
     X, y = toy
@@ -338,6 +339,7 @@ def test_pac_threshold_with_too_few_rows_warns_and_accepts_everyone():
         assert pac_threshold(np.full(20, 0.9), 0.05, 0.05) == 0.0
 
 
+@pytest.mark.slow
 def test_pac_coverage_by_simulation():
     """Uniform scores: P[s < τ] = τ, so τ̂ fails (rate < 1 − ε) exactly when τ̂ > ε,
     i.e. with probability P[Binomial(n, ε) ≤ k*] ≤ α. Check both, over 4,000 draws."""
@@ -381,6 +383,7 @@ def test_pare_coverage_on_a_synthetic_calibration_set():
 # -- threshold selection (§4.2) and metrics -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_max_f1_threshold_exact_and_grid():
     rng = np.random.default_rng(4)
     y = rng.integers(0, 2, size=300)

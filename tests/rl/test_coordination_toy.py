@@ -41,6 +41,7 @@ def test_the_closed_form_optimum_spends_the_whole_budget_along_the_axis():
     assert np.all(np.diff(grid) > 0)
 
 
+@pytest.mark.slow
 def test_the_closed_form_matches_the_simulation_and_beats_other_actions():
     env = RecourseEnv("coordination_toy")
     seeds = range(1000, 1005)
@@ -77,6 +78,7 @@ def _train(seed: int, timesteps: int):
     return train_ppo("coordination_toy", seed, PPOConfig(timesteps=timesteps))
 
 
+@pytest.mark.slow
 def test_training_twice_with_one_seed_gives_the_same_learning_curve():
     _, first = _train(seed=3, timesteps=400)
     _, again = _train(seed=3, timesteps=400)

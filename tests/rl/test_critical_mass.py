@@ -88,6 +88,7 @@ def _closed_form(alpha: float, offset: float, excess: float = 0.0) -> float:
     return float(np.clip(best, 0, 1))
 
 
+@pytest.mark.slow
 def test_signal_bound_is_the_best_half_space_in_closed_form(cm):
     for alpha in (0.002, 0.02, 0.2):
         for excess in (0.0, 0.001, 0.01):

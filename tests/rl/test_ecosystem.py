@@ -20,6 +20,7 @@ sb3 = pytest.importorskip("stable_baselines3")
 SMALL = {"world__cohort_size": 60, "world__history_size": 120, "rounds": 5}
 
 
+@pytest.mark.slow
 def test_rgb_array_frames_show_the_rounds_so_far():
     env = RecourseEnv("school_assignment_controlled", render_mode="rgb_array", **SMALL)
     env.reset(seed=0)
@@ -40,6 +41,7 @@ def test_human_mode_needs_a_display(monkeypatch):
         RecourseEnv("school_assignment_controlled", render_mode="human", **SMALL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vec", ["dummy", "subproc"])
 def test_make_vec_env_with_its_defaults_trains_ppo(vec):
     """Acceptance: make_vec_env on the v1 ID with no env_kwargs trains PPO for 256 steps
@@ -75,6 +77,7 @@ def test_sb3_checker():
         sb3_check(env.unwrapped, warn=True)
 
 
+@pytest.mark.slow
 def test_record_video_of_three_steps(tmp_path):
     pytest.importorskip("moviepy")
     env = gym.make("recourse_sim/SchoolAssignment-v1", render_mode="rgb_array", **SMALL)
