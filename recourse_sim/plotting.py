@@ -21,7 +21,15 @@ from recourse_sim.simulate import SEEKER_COLUMNS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PANELS", "Panel", "plot_dynamics", "plot_runs", "plot_sweep", "run_labels"]
+__all__ = [
+    "PANELS",
+    "Panel",
+    "panels_named",
+    "plot_dynamics",
+    "plot_runs",
+    "plot_sweep",
+    "run_labels",
+]
 
 RUNS_AVERAGED = "runs_averaged"  # a sweep cell's runs with seekers, per round
 
@@ -36,7 +44,7 @@ class Panel:
     zero_is_empty: bool = False  # all zeros means nothing happened: no panel by default
     default: bool = True  # drawn without ``--panels`` (when it has values)
     when: str | None = None  # by default only if this column is non-zero somewhere
-    unless: str | None = None  # by default only if this column has no values
+    unless: str | None = None  # by default only if this column is zero or empty throughout
 
 
 PANELS = (
@@ -96,6 +104,10 @@ REQUIRED = ("round", "group", "acceptance_rate")
 LABEL_WIDTH = 40
 """Longest legend label (characters); longer labels become numbered entries and a key
 table below the figure."""
+DRAWABLE = 1e300
+"""Largest magnitude drawn (beyond it matplotlib's axis arithmetic overflows)."""
+MAX_ROUND = 10**9
+"""Largest round number a plot accepts (a table with more is not a run's)."""
 VALUE_WIDTH = 48
 """Longest value in the key table (characters; longer ones end in "…")."""
 CAUSAL_FROM_PEOPLE = {
@@ -215,7 +227,10 @@ def _run_key(run_dirs: list[Path]) -> tuple[list[str], str, tuple[list[str], lis
     """(short labels, what the runs share, (header, one row per run) of the key table)."""
     trees = [_settings(d) for d in run_dirs]
     seeds = [_run_summary(d).get("seed") for d in run_dirs]
-    differ = _differences(trees)
+    try:
+        differ = _differences(trees)
+    except RecursionError:  # settings nested beyond reason: the runs by their names
+        differ = []
     short_keys = _abbreviate([path for path, _ in differ])
     seeds_differ = len(set(map(repr, seeds))) > 1
     labels, rows = [], []
@@ -252,7 +267,7 @@ def _settings(run_dir: Path) -> dict:
 
     try:
         data = yaml.safe_load((run_dir / "scenario.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -306,11 +321,10 @@ def _describe(value, block: bool, *, short: bool) -> str:
     elif isinstance(value, float):
         text = f"{value:g}"
     elif isinstance(value, dict):
-        kind = next((str(value[k]) for k in KIND_KEYS if isinstance(value.get(k), str)), None)
+        named_by = next((k for k in KIND_KEYS if isinstance(value.get(k), str)), None)
+        kind = value[named_by] if named_by else None
         fields = ", ".join(
-            f"{k}={_describe(v, False, short=True)}"
-            for k, v in value.items()
-            if str(value.get(k)) != kind
+            f"{k}={_describe(v, False, short=True)}" for k, v in value.items() if k != named_by
         )
         if short:
             text = kind or "{…}"
@@ -349,6 +363,7 @@ def plot_sweep(
         raise DataError(f"cannot read sweep table {path}: {e}") from None
     if "seed" not in table.columns or not set(REQUIRED) <= set(table.columns):
         raise DataError(f"{path} is not a sweep table (no seed, round or group column)")
+    _check_rounds(table, str(path))
     grid = list(table.columns[: list(table.columns).index("seed")])
     table = table[table["group"] == group]
     if table.empty:
@@ -366,6 +381,8 @@ def plot_sweep(
         )
         rows.append([_describe(v, False, short=False) for v in values] or ["all cells"])
         label = label or "all cells"
+        while label in lines:  # two cells that print alike (0.1 and 0.1000001): keep both
+            label += "'"
         by_round = cell.groupby("round")
         # each column's mean over the runs that have a value there (an empty round, no
         # seekers, is left out, not averaged in as 0), its band from that many runs
@@ -412,8 +429,6 @@ def _run_dir(path: Path) -> Path:
 def _metrics(metrics) -> tuple[pd.DataFrame, str]:
     """(the table, where it came from), checked for the columns every plot needs; a run's
     causal validity read from its people.csv where its metrics.csv lacks it."""
-    import numpy as np
-
     from recourse_sim.simulate import read_metrics
 
     source = "metrics table"
@@ -426,10 +441,18 @@ def _metrics(metrics) -> tuple[pd.DataFrame, str]:
         raise DataError(f"{source} lacks column(s) {', '.join(missing)}")
     if metrics.empty:
         raise DataError(f"{source} has no rows")
-    rounds = np.asarray(metrics["round"], dtype=float) if metrics["round"].dtype != object else None
-    if rounds is None or not (np.isfinite(rounds).all() and (rounds == np.round(rounds)).all()):
-        raise DataError(f"{source}: column round must hold whole numbers")
+    _check_rounds(metrics, source)
     return metrics, source
+
+
+def _check_rounds(table: pd.DataFrame, source: str) -> None:
+    """DataError unless the round column holds round numbers (whole, 0 to `MAX_ROUND`)."""
+    import numpy as np
+    import pandas as pd
+
+    rounds = pd.to_numeric(table["round"], errors="coerce").to_numpy(dtype=float)
+    if not ((rounds == np.round(rounds)) & (rounds >= 0) & (rounds <= MAX_ROUND)).all():
+        raise DataError(f"{source}: column round must hold whole numbers from 0 to {MAX_ROUND}")
 
 
 def _with_causal_rates(metrics: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
@@ -488,29 +511,34 @@ def _check_out(out: Path) -> None:
     raise ConfigError(f"--out {out} is {kind}: a plot writes only a regular file or a new path")
 
 
-def _series(lines: dict) -> tuple[dict, dict[str, int]]:
+def _series(lines: dict, source: str) -> tuple[dict, dict[str, int]]:
     """`lines` as label -> column -> (rounds, float values): the seekers' rates blank in
-    rounds without seekers and infinite values blank (not drawable), with the count of
-    those per column."""
+    rounds without seekers and undrawable values (infinite, or beyond `DRAWABLE`) blank,
+    with the count of those per column. DataError for text in a panel's column."""
     import numpy as np
 
     clean: dict = {}
     infinite: dict[str, int] = {}
     for label, series in lines.items():
-        seekers = series.get("n_seekers")
         clean[label] = {}
         for column, (rounds, v) in series.items():
             try:
                 v = np.asarray(v, dtype=float).copy()
-            except (TypeError, ValueError):  # a text column: not a panel
+            except (TypeError, ValueError):  # text: a panel's column must be numbers
+                if column in PANEL_NAMES or column == "n_seekers":
+                    raise DataError(f"{source}: column {column} holds text") from None
                 continue
-            if column in SEEKER_COLUMNS and seekers is not None:
-                v[np.asarray(seekers[1], dtype=float) == 0] = np.nan
-            bad = np.isinf(v)
+            with np.errstate(invalid="ignore"):
+                bad = np.isinf(v) | (np.abs(v) > DRAWABLE)
             if bad.any():
                 infinite[column] = infinite.get(column, 0) + int(bad.sum())
                 v[bad] = np.nan
             clean[label][column] = (np.asarray(rounds, dtype=float), v)
+        if "n_seekers" in clean[label]:
+            no_seekers = clean[label]["n_seekers"][1] == 0
+            for column in SEEKER_COLUMNS:
+                if column in clean[label]:
+                    clean[label][column][1][no_seekers] = np.nan
     return clean, infinite
 
 
@@ -570,7 +598,7 @@ def _draw(
 
     out = Path(out)
     _check_out(out)
-    lines, infinite = _series(lines)
+    lines, infinite = _series(lines, source)
     chosen = _choose_panels(lines, panels)
     if not chosen:
         raise DataError(f"{source}: nothing to draw (no panel has values)")
@@ -628,7 +656,7 @@ def _draw(
         if panel.rate:  # the whole [0, 1] range, so runs and panels compare at a glance
             ax.set_ylim(-0.02, 1.02)
         elif lowest >= 0:  # from 0, with room above the highest point
-            ax.set_ylim(0, highest * 1.06 if highest > 0 else 1)
+            ax.set_ylim(0, min(highest * 1.06, np.finfo(float).max) if highest > 0 else 1)
     handles = [Line2D([], [], linewidth=1.5, **styles[label]) for label in labels]
     # handles and labels passed as they are: a label starting with "_" stays
     legend = fig.legend(handles, entries, loc="outside right upper", title=legend_title)
@@ -640,7 +668,10 @@ def _draw(
         fig.suptitle(title, parse_math=False)
     if infinite:
         counts = ", ".join(f"{c}: {k}" for c, k in infinite.items())
-        warnings.warn(f"{source}: infinite values left out of the plot ({counts})", stacklevel=3)
+        warnings.warn(
+            f"{source}: infinite values (or beyond ±{DRAWABLE:g}) left out of the plot ({counts})",
+            stacklevel=3,
+        )
     image = io.BytesIO()
     try:  # drawn in memory, then replaces `out` atomically (never through a link)
         fig.savefig(image, dpi=110, format=out.suffix[1:].lower() or None)

@@ -403,12 +403,13 @@ def test_infinite_values_are_left_out_with_a_warning(tmp_path, figures, capsys):
     m = _metrics()
     m.loc[m["round"] == 2, "model_shift"] = np.inf
     m.loc[m["round"] == 3, "mean_cost"] = -np.inf
+    m.loc[m["round"] == 4, "mean_cost"] = 1.7e308  # finite, but overflows an axis
     m.to_csv(run / "metrics.csv", index=False)
-    with pytest.warns(UserWarning, match="infinite values left out") as caught:
+    with pytest.warns(UserWarning, match="infinite values") as caught:
         assert main(["plot", str(run)]) == 0
     (warning,) = caught
     assert "metrics.csv" in str(warning.message)
-    assert "model_shift: 4" in str(warning.message) and "mean_cost: 4" in str(warning.message)
+    assert "model_shift: 4" in str(warning.message) and "mean_cost: 8" in str(warning.message)
     for ax in _panels(figures[-1]).values():
         for line in ax.lines:
             assert not np.isinf(line.get_ydata()).any()
@@ -443,3 +444,22 @@ def test_plot_out_refuses_a_fifo_or_a_device(tmp_path, capsys, kind):
     assert ("a FIFO" if kind == "fifo" else "a character device") in err
     after = os.lstat(target)
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)  # untouched
+
+
+def test_the_plots_page_names_every_panel():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "plots.md").read_text("utf-8")
+    assert [p.column for p in PANELS if f"`{p.column}`" not in page] == []
+
+
+@pytest.mark.parametrize(("column", "value"), [("n_seekers", "x"), ("round", "1e308")])
+def test_text_or_an_impossible_round_is_one_error_line(tmp_path, capsys, column, value):
+    run = tmp_path / "run"
+    run.mkdir()
+    m = _metrics().astype({column: object})
+    m.loc[m["round"] == 2, column] = value
+    m.to_csv(run / "metrics.csv", index=False)
+    assert main(["plot", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and f"column {column}" in err, err
