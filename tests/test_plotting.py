@@ -463,3 +463,26 @@ def test_text_or_an_impossible_round_is_one_error_line(tmp_path, capsys, column,
     assert main(["plot", str(run)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and f"column {column}" in err, err
+
+
+def test_causal_validity_comes_from_people_csv_where_metrics_lack_it(tmp_path, figures):
+    """An older causal run (metrics.csv without the rates): people.csv's flags, averaged
+    per round and group, and over everyone for ``all``."""
+    run = tmp_path / "run"
+    run.mkdir()
+    _metrics().to_csv(run / "metrics.csv", index=False)
+    people = pd.DataFrame(
+        {
+            "round": [1, 1, 1, 2, 2, 2],
+            "person": [0, 1, 2, 0, 1, 2],
+            "group": ["A", "A", "B", "A", "A", "B"],
+            "improved": ["True", "False", "", "True", "True", "False"],
+        }
+    )
+    people.to_csv(run / "people.csv", index=False)
+    plot_dynamics(run, tmp_path / "a.png")
+    ax = _panels(figures[-1])["seekers whose true outcome improved"]
+    lines = {line.get_label(): line.get_ydata() for line in ax.lines}
+    assert list(lines["A"][:2]) == [0.5, 1.0]
+    assert np.isnan(lines["B"][0]) and lines["B"][1] == 0.0
+    assert list(lines["all"][:2]) == [0.5, pytest.approx(2 / 3)]
