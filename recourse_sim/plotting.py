@@ -122,10 +122,9 @@ def panels_named(names: list[str]) -> list[Panel]:
     """The panels called `names` (their columns, in that order); ConfigError naming an
     unknown one and listing the valid names."""
     unknown = [name for name in names if name not in PANEL_NAMES]
-    if unknown:
-        raise ConfigError(
-            f"unknown panel {unknown[0]!r} (--panels); the panels are " + ", ".join(PANEL_NAMES)
-        )
+    if unknown or not names:
+        what = f"unknown panel {unknown[0]!r}" if unknown else "no panel named"
+        raise ConfigError(f"{what} (--panels); the panels are " + ", ".join(PANEL_NAMES))
     return [PANEL_NAMES[name] for name in dict.fromkeys(names)]
 
 
@@ -508,7 +507,7 @@ def _check_out(out: Path) -> None:
         stat.S_IFSOCK: "a socket",
         stat.S_IFDIR: "a directory",
     }.get(stat.S_IFMT(mode), "not a regular file")
-    raise ConfigError(f"--out {out} is {kind}: a plot writes only a regular file or a new path")
+    raise ConfigError(f"cannot write {out}: it is {kind}, and a plot replaces only a regular file")
 
 
 def _series(lines: dict, source: str) -> tuple[dict, dict[str, int]]:
