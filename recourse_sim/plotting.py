@@ -183,11 +183,9 @@ def plot_runs(
     if labels is not None and len(labels) != len(runs):
         raise ConfigError(f"{len(labels)} --label for {len(runs)} runs; give one per run")
     dirs = [_run_dir(Path(run)) for run in runs]
-    key = None
-    if labels is not None:
-        names, common = list(labels), None
-    else:
-        names, common, key = _run_key(dirs)
+    names, common, key = _run_key(dirs)
+    if labels is not None:  # the user's names; the title still says what the runs share
+        names, key = list(labels), None
     lines = {}
     for run, label in zip(runs, names, strict=True):
         metrics, source = _metrics(run)
