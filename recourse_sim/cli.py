@@ -169,16 +169,21 @@ def build_parser() -> argparse.ArgumentParser:
     plot = commands.add_parser(
         "plot",
         help="plot a run's dynamics, overlay runs, or a sweep's cells",
-        description="One DIR: its dynamics over rounds, one line per group (acceptance, "
-        "recourse success and cost, seekers, true outcomes, accuracy, model shift, the "
-        "collectives, approvals). Several DIRs: the runs overlaid (group 'all'). A sweep "
-        "directory (or sweep.csv): each grid cell as its mean over seeds with a 95 %% band.",
+        description="One DIR: its dynamics over rounds, one line per group, in the panels "
+        "the run measured (acceptance, recourse success and cost, seekers; the collective's "
+        "outcome for its query group; the model's convergence; causal validity; true "
+        "outcomes, accuracy, approvals). Several DIRs: the runs overlaid (group 'all'), "
+        "named by the settings that differ. A sweep directory (or sweep.csv): each grid "
+        "cell as its mean over seeds with a 95 % band.",
     )
     plot.add_argument(
         "run_dirs", type=Path, nargs="+", metavar="DIR", help="run or sweep directory (or CSV)"
     )
     plot.add_argument(
-        "--out", type=Path, metavar="FILE", help="image to write (default DIR/dynamics.png)"
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="image to write, a new path or a regular file (default DIR/dynamics.png)",
     )
     plot.add_argument(
         "--group", default="all", help="the group an overlay or a sweep plot shows (default all)"
@@ -191,6 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="legend label of each DIR, in order (repeat once per DIR; default: the "
         "settings that differ between the runs' scenario.yaml, and their seeds); with one "
         "DIR, the title",
+    )
+    plot.add_argument(
+        "--panels",
+        action="append",
+        metavar="NAMES",
+        help="the panels to draw, by column name, comma-separated, in order (e.g. "
+        "acceptance_rate,query_success_next,theta_step; default: those the run measured)",
     )
     plot.set_defaults(handler=_cmd_plot)
 
@@ -366,21 +378,26 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from recourse_sim.plotting import plot_dynamics, plot_runs, plot_sweep
+    from recourse_sim.plotting import panels_named, plot_dynamics, plot_runs, plot_sweep
 
     first = args.run_dirs[0]
     folder = first if first.is_dir() else first.parent
     sweep = (first / "sweep.csv").is_file() if first.is_dir() else first.name == "sweep.csv"
     out = args.out if args.out is not None else folder / "dynamics.png"
     labels = args.labels
+    panels = None
+    if args.panels is not None:  # checked before any file is read
+        panels = [name.strip() for names in args.panels for name in names.split(",")]
+        panels = [panel.column for panel in panels_named([p for p in panels if p])]
     if len(args.run_dirs) > 1:
-        written = plot_runs(args.run_dirs, out, group=args.group, labels=labels)
+        written = plot_runs(args.run_dirs, out, group=args.group, labels=labels, panels=panels)
     elif labels is not None and len(labels) > 1:
         raise UsageError(f"{len(labels)} --label for one DIR; give one (the title)")
     elif sweep:
-        written = plot_sweep(first, out, group=args.group, title=labels and labels[0])
+        title = labels and labels[0]
+        written = plot_sweep(first, out, group=args.group, title=title, panels=panels)
     else:
-        written = plot_dynamics(first, out, title=labels and labels[0])
+        written = plot_dynamics(first, out, title=labels and labels[0], panels=panels)
     print(f"wrote {written}")
     return 0
 
