@@ -112,6 +112,8 @@ def native_reason(env: RecourseEnv) -> str | None:
         if s.name == "individual":
             if spec.objective != "min_cost" or spec.reapply != "same_round" or spec.just_enough:
                 return f"population {s.population!r}: recourse other than same-round min_cost"
+            if spec.method in ("roar", "probe"):
+                return f"population {s.population!r}: robust recourse ({spec.method})"
             continue
         if s.name == "controlled":
             if spec.action == "oar":
