@@ -74,7 +74,9 @@ On causal worlds (``world.kind: scm``) every row also has (empty where nobody co
   unfavourable to favourable: the mean of people.csv's ``improved``
 - ``recourse_valid_after_T``: of the people whose recourse got them the favourable
   decision T rounds ago (T = ``world.validity_horizon``), the share whose reports from
-  then this round's decision rule favours (whether they apply now or not)
+  then this round's decision rule favours (whether they apply now or not). Every other
+  world kind has this column too when its ``world.validity_horizon`` is set (by default
+  it is not)
 
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).
@@ -245,6 +247,8 @@ class RoundRecord:
     past_holder_group: np.ndarray | None = None  # (h_T,) int64
     past_holder_query: np.ndarray | None = None  # (h_T,) bool
     past_holder_favoured: np.ndarray | None = None  # (h_T,) bool
+    # T of recourse_valid_after_T (None: no such column; causal worlds always have one)
+    validity_horizon: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -295,6 +299,8 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         everyone[key] = None if value is None else float(value)
     if r.valid_at_reapply is not None:
         _add_validity(rows, r, G)
+    elif r.validity_horizon is not None:
+        _add_valid_after_T(rows, r, G)
     return rows
 
 
@@ -310,6 +316,12 @@ def _add_validity(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
         hits = (member @ np.where(counted, values, 0.0)).astype(np.int64)
         for j, row in enumerate(rows):
             row[name] = _ratio(int(hits[j]), int(n[j]))
+    _add_valid_after_T(rows, r, n_groups)
+
+
+def _add_valid_after_T(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
+    """``recourse_valid_after_T`` of each row (empty until T rounds have been played and
+    where nobody's recourse succeeded T rounds ago)."""
     if r.past_holder_group is None:
         for row in rows:
             row["recourse_valid_after_T"] = None
