@@ -29,11 +29,14 @@ of the positive class against round 0 with its permutation p-value (100 permutat
 
 Outputs in --out (default ``analyses/results``):
 
-``endogenous_shift.csv``  dataset, model, generator, fold, round + the measures
-``endogenous_shift.md``   the final-round table, the γ comparison, deviations, timing
+``NAME.csv``  dataset, model, generator, fold, round + the measures
+``NAME.md``   the final-round table, the γ comparison, deviations, timing
 
-    python analyses/endogenous_shift.py [--rounds N] [--folds K] [--models ...]
-        [--datasets ...] [--generators ...] [--workers W] [--out DIR]
+(NAME: ``--name``, default ``endogenous_shift``.) The committed results:
+
+    python analyses/endogenous_shift.py --models logistic
+    python analyses/endogenous_shift.py --models mlp --datasets linearly_separable \
+        overlapping --folds 3 --name endogenous_shift_mlp
 """
 
 from __future__ import annotations
@@ -92,12 +95,14 @@ class Args:
     """Synthetic sets to run."""
     models: tuple[str, ...] = ("logistic", "mlp")
     """Deployed models: logistic, mlp."""
-    generators: tuple[str, ...] = tuple(GENERATORS)
-    """Recourse generators (see the module docstring)."""
+    generators: tuple[str, ...] = ("wachter", "wachter_gamma_0.9")
+    """Recourse generators run with logistic regression (see the module docstring)."""
     mlp_generators: tuple[str, ...] = ("wachter", "wachter_gamma_0.9")
     """Generators run with the MLP (a subset: the MLP's recourse search is slow)."""
     out: Path = RESULTS
     """Folder the CSV and Markdown files go to."""
+    name: str = "endogenous_shift"
+    """Stem of the output files (NAME.csv, NAME.md)."""
     workers: int = 2
     """Worker processes (1: run in this process)."""
 
@@ -297,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     frame = pd.concat([r[0] for r in results], ignore_index=True)
     cpu = time.process_time() - cpu0 + sum(r[1] for r in results) * (args.workers > 1)
     wall = time.perf_counter() - wall0
-    frame.to_csv(args.out / "endogenous_shift.csv", index=False, float_format="%.6g")
+    frame.to_csv(args.out / f"{args.name}.csv", index=False, float_format="%.6g")
     gammas, counts = gamma_table(frame)
     sep = [f"{d}/{m}: {k} of {n}" for d, m, k, n in counts]
     last = frame[frame["round"] == frame["round"].max()]
@@ -307,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     text = f"""# Endogenous shifts caused by recourse (Altmeyer et al.'s synthetic protocol)
 
-Produced by `analyses/endogenous_shift.py` (arguments: rounds {args.rounds}, folds
+Produced by `analyses/endogenous_shift.py` (arguments: name {args.name}, rounds {args.rounds}, folds
 {args.folds}, sets {", ".join(args.datasets)}, models {", ".join(args.models)},
 generators {", ".join(args.generators)} (MLP: {", ".join(args.mlp_generators)})).
 Wall time {wall:.0f} s, CPU time {cpu:.0f} s ({args.workers} worker processes, on a shared
@@ -339,7 +344,7 @@ against round 0 is significant (100 permutations).
 
 {deviations_table()}
 """
-    (args.out / "endogenous_shift.md").write_text(text)
+    (args.out / f"{args.name}.md").write_text(text)
     print(text)
 
 

@@ -117,6 +117,27 @@ The ``all`` row adds:
   recourse at the threshold (favoured as they are or after the linear δ* within the
   bank's budget): the rate PARE guarantees to be ≥ 1 − ε with probability ≥ 1 − α
 
+With ``world.shift_metrics`` (the shifts recourse causes, Altmeyer et al. 2023; computed
+after the round's update by `recourse_sim.env.shift`, which documents each exactly), the
+``all`` row adds:
+
+- ``domain_mmd``: unbiased MMD² (Gaussian kernel; length-scale by default the median
+  pairwise distance of round 0's sample, in SDs of the history's features) between the
+  rows labelled favourable that the first model was fit on and those this round's
+  update trained on (after collective recourse and honoured labels); empty with fewer
+  than two such rows
+- ``domain_mmd_p``: its permutation p-value, (1 + the permutations at least as large) /
+  (1 + ``permutations``); empty with ``permutations: 0``
+- ``model_mmd``: unbiased MMD² (kernel length-scale 0.5) between the first and the
+  updated model's P(favourable) on a fixed probe set (the first ``probe_size`` rows of the
+  history)
+- ``disagreement``: share of the probe set whose most probable class differs between the
+  first and the updated model
+- ``decisiveness``: | ‖p₀ − ½‖₂ − ‖pₜ − ½‖₂ | of the two models' P(favourable) over the
+  probe set
+- ``theta_0``, ``theta_1``, …: the updated model's parameters (`Learner.param_vector`:
+  a logistic regression's coefficients, per SD under ``standardize``, then its intercept)
+
 ## people.csv
 
 One row per applicant per round, in person order:
