@@ -221,3 +221,53 @@ def test_scenario_robust_method_needs_min_cost(tmp_path):
         {"populations.applicants.method": "probe", "populations.applicants.probe_sigma": 0.05},
     )
     assert sc.populations["applicants"].probe_sigma == 0.05
+
+
+@pytest.mark.parametrize("method", ["roar", "probe"])
+def test_robust_seekers_in_lending_get_robust_recourse(method):
+    """In lending_fico each successful robust seeker's reports pass the robust decision
+    of the model that decided the round; the batched env declines the scenario."""
+    import copy
+
+    from recourse_sim.env.batched import native_reason
+    from recourse_sim.env.recourse_env import RecourseEnv
+
+    overrides = {
+        "populations.black_borrowers.participation": 0,
+        "populations.applicants.method": method,
+        "populations.applicants.roar_delta": 0.1,
+        "populations.applicants.probe_sigma": 0.05,
+    }
+    windowed = {**overrides, "learner.update_rule": "window", "learner.window": 1}
+    assert "robust" in native_reason(RecourseEnv(load_scenario_of("lending_fico", windowed)))
+    env = RecourseEnv(load_scenario_of("lending_fico", overrides))
+    env.reset(seed=3)
+    spec = env.scenario.populations["applicants"]
+    for _ in range(2):
+        deciding = copy.deepcopy(env.learner)
+        env.step(None)
+        r = env._last_record
+        got = r.tried & r.favourable & ~r.favourable_before
+        assert got.any()
+        x = r.report[got]
+        goal = np.ones(len(x), np.int64)
+        if method == "roar":
+            worst = roar_worst_margin(deciding, deciding.state_, x, goal, spec.roar_delta)
+            assert (worst >= logit(0.8) - 1e-9).all()
+        else:
+            rate = probe_invalidation_rate(
+                deciding,
+                deciding.state_,
+                x,
+                goal,
+                env.strategies[0].action_set,
+                spec.probe_sigma,
+                need=np.full(len(x), 0.8),
+            )
+            assert (rate <= spec.probe_invalidation + 1e-9).all()
+
+
+def load_scenario_of(name: str, overrides: dict):
+    from recourse_sim.scenarios import load_scenario
+
+    return load_scenario(name, overrides)
