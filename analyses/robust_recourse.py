@@ -9,29 +9,34 @@ recourse that got the favourable decision is judged again by the next round's mo
 Two bundled scenarios, each with its collective switched off (``participation: 0``) so
 that only the learner's own retraining moves the model:
 
+* ``lending_german`` — German credit applicants who apply again for up to three rounds,
+  a threshold rule (0.5), a bank that refits on the last three rounds' observed loans;
+  half of the rejected change credit amount and age. Those given a loan leave, so
+  their recourse is judged by the model alone.
 * ``lending_fico`` — persistent applicants from two FICO groups, a threshold rule (0.8),
   a bank that refits on every loan it observed; 10 % of the rejected raise their score.
+  Every applicant applies again, with the score their loan left them (+75 on repayment,
+  −150 on default), so reliability here also counts defaults.
 * ``school_assignment`` — a fresh cohort a year, H1's 40 % capacity, a district that
   refits on last year's class; 30 % of the rejected students change their reports.
 
-Arms (``populations.<seekers>.method`` and its robustness parameter), all
-``objective: min_cost`` under the same budget ε:
+Arms (``populations.<seekers>.method`` and its robustness parameter, two values per
+world, see ``ARMS``), all ``objective: min_cost`` under the scenario's budget ε:
 
 =================  ===========================================================
 ``linear``         the cheapest action that gets the decision (exact)
-``roar_0.05``      ROAR, ``roar_delta: 0.05``  (ℓ∞ ball of parameter shifts)
-``roar_0.2``       ROAR, ``roar_delta: 0.2``
-``probe_0.1``      PROBE, ``probe_sigma: 0.1``, ``probe_invalidation: 0.1``
-``probe_0.3``      PROBE, ``probe_sigma: 0.3``, ``probe_invalidation: 0.1``
+``roar_<δ>``       ROAR, ``roar_delta: δ`` (ℓ∞ ball of parameter shifts)
+``probe_<σ>``      PROBE, ``probe_sigma: σ``, ``probe_invalidation: 0.1``
 =================  ===========================================================
 
-Per run (rounds 2..R of the ``all`` rows): ``recourse_reliability`` (of those whose
-recourse got the decision last round, the share the refit model still favours), its
-T = 3 version ``recourse_valid_after_T`` (``world.validity_horizon: 3``), the seekers'
-``recourse_success_rate``, and from people.csv the mean cost of the recourse that got
-the decision. Every arm sees the same seeds; differences against ``linear`` are paired
-per seed (mean and 95 % Student-t interval over the seeds), the cost ratio is the
-per-seed ratio of mean costs.
+Per run (the ``all`` rows, pooled over the rounds: each round's rate weighted by the
+people it counts, from people.csv): ``recourse_reliability`` (of those whose recourse
+got the decision last round, the share the refit model still favours), its T = 3
+version ``recourse_valid_after_T`` (``world.validity_horizon: 3``); the seekers'
+``recourse_success_rate`` (mean over rounds 2..R); and from people.csv the mean cost of
+the recourse that got the decision and how many people's did. Every arm sees the same
+seeds; differences against ``linear`` are paired per seed (mean and 95 % Student-t
+interval over the seeds), the cost ratio is the per-seed ratio of mean costs.
 
 Outputs in --out (default ``analyses/results``):
 
@@ -55,7 +60,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _args import parse_args
-from dynamics import mean_ci
+from dynamics import intervals, mean_ci
 
 from recourse_sim.scenarios import load_scenario
 from recourse_sim.simulate import simulate
@@ -66,15 +71,35 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # world -> (its seeking population, its collective, switched off)
 WORLDS = {
+    "lending_german": ("applicants", "women_borrowers"),
     "lending_fico": ("applicants", "black_borrowers"),
     "school_assignment": ("students", "h1_students"),
 }
-ARMS: dict[str, dict[str, object]] = {
-    "linear": {"method": "linear"},
-    "roar_0.05": {"method": "roar", "roar_delta": 0.05},
-    "roar_0.2": {"method": "roar", "roar_delta": 0.2},
-    "probe_0.1": {"method": "probe", "probe_sigma": 0.1, "probe_invalidation": 0.1},
-    "probe_0.3": {"method": "probe", "probe_sigma": 0.3, "probe_invalidation": 0.1},
+
+
+def roar(delta: float) -> tuple[str, dict[str, object]]:
+    """A ROAR arm: its name and the seekers' settings."""
+    return f"roar_{delta:g}", {"method": "roar", "roar_delta": delta}
+
+
+def probe(sigma: float) -> tuple[str, dict[str, object]]:
+    """A PROBE arm: its name and the seekers' settings."""
+    return f"probe_{sigma:g}", {"method": "probe", "probe_sigma": sigma, "probe_invalidation": 0.1}
+
+
+# per world: arm name -> the seekers' settings. The robustness parameters are chosen per
+# world so that some of the seekers can still afford robust recourse within their budget
+# (ROAR's worst model moves every weight, so its price grows with the number of features)
+ARMS: dict[str, dict[str, dict[str, object]]] = {
+    "lending_german": dict(
+        [("linear", {"method": "linear"}), roar(0.001), roar(0.003), probe(0.1), probe(0.3)]
+    ),
+    "lending_fico": dict(
+        [("linear", {"method": "linear"}), roar(0.01), roar(0.05), probe(0.03), probe(0.1)]
+    ),
+    "school_assignment": dict(
+        [("linear", {"method": "linear"}), roar(0.01), roar(0.05), probe(0.1), probe(0.3)]
+    ),
 }
 HORIZON = 3  # T of recourse_valid_after_T (rounds)
 
@@ -85,7 +110,7 @@ class Args:
 
     rounds: int = 30
     """Rounds per run."""
-    seeds: int = 5
+    seeds: int = 10
     """Number of seeds; run i of every arm uses seed ``seed + i``."""
     seed: int = 0
     """First seed."""
@@ -111,23 +136,33 @@ def run_job(job: Job) -> tuple[dict, float]:
     start = time.process_time()
     seekers, collective = WORLDS[job.world]
     overrides = [f"populations.{collective}.participation=0", f"world.validity_horizon={HORIZON}"]
-    overrides += [f"populations.{seekers}.{k}={v}" for k, v in ARMS[job.arm].items()]
+    overrides += [f"populations.{seekers}.{k}={v}" for k, v in ARMS[job.world][job.arm].items()]
     scenario = load_scenario(job.world, overrides=overrides)
     metrics, people = simulate(scenario, rounds=job.rounds, seed=job.seed, people=True)
-    every = metrics[(metrics["group"] == "all") & (metrics["round"] >= 2)]
+    every = metrics[metrics["group"] == "all"].set_index("round")
     got = people[people["tried"] & people["favourable"]]
+    # whose recourse got the decision in round t: the holders judged in t + 1 and t + T
+    holders = got.groupby("round").size().reindex(every.index, fill_value=0)
     row = {
         "world": job.world,
         "arm": job.arm,
         "seed": job.seed,
-        "reliability": every["recourse_reliability"].mean(),
-        "valid_after_T": every["recourse_valid_after_T"].mean(),
-        "success_rate": every["recourse_success_rate"].mean(),
-        "acceptance": every["acceptance_rate"].mean(),
+        "reliability": pooled(every["recourse_reliability"], holders.shift(1)),
+        "valid_after_T": pooled(every["recourse_valid_after_T"], holders.shift(HORIZON)),
+        "success_rate": every["recourse_success_rate"].iloc[1:].mean(),
+        "acceptance": every["acceptance_rate"].iloc[1:].mean(),
         "cost_of_success": got["cost"].mean(),
         "successes": len(got),
     }
     return row, time.process_time() - start
+
+
+def pooled(rate: pd.Series, held: pd.Series) -> float:
+    """The share over the whole run: each round's rate weighted by the people it counts
+    (NaN when nobody is counted)."""
+    ok = rate.notna() & (held > 0)
+    n = held[ok].sum()
+    return float((rate[ok] * held[ok]).sum() / n) if n else float("nan")
 
 
 def run_all(jobs: list[Job], workers: int) -> list[tuple[dict, float]]:
@@ -166,6 +201,31 @@ def paired_table(frame: pd.DataFrame) -> str:
                 f"| {mean_ci(d['successes'] / d['successes_base'], 1, 2)} |"
             )
     return "\n".join(lines)
+
+
+def failures(frame: pd.DataFrame) -> str:
+    """Markdown bullets: the robust arms whose reliability gain over ``linear`` is not
+    significantly positive, that price most seekers out, or that raise the success rate
+    (under a capacity rule: places taken from others)."""
+    out = []
+    for world, g in frame.groupby("world", sort=False):
+        base = g[g["arm"] == "linear"].set_index("seed")
+        for arm, a in g[g["arm"] != "linear"].groupby("arm", sort=False):
+            d = a.set_index("seed").join(base, rsuffix="_base")
+            gain = intervals.mean_ci((d["reliability"] - d["reliability_base"]).dropna())
+            share = (d["successes"] / d["successes_base"]).mean()
+            notes = []
+            if gain.n < 2 or gain.mean - gain.half_width <= 0:
+                counted = f" ({gain.n} of {len(d)} seeds with holders)" if gain.n < len(d) else ""
+                notes.append("no significant reliability gain" + counted)
+            if share < 0.5:
+                notes.append(f"prices most seekers out (successes ×{share:.2f})")
+            change = (d["success_rate"] - d["success_rate_base"]).mean()
+            if change > 0:
+                notes.append(f"raises the seekers' success rate by {100 * change:.1f} pp")
+            if notes:
+                out.append(f"- {world}, {arm}: " + "; ".join(notes))
+    return "\n".join(out) or "- none"
 
 
 DEVIATIONS: tuple[tuple[str, str, str], ...] = (
@@ -221,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     jobs = [
         Job(world, arm, args.seed + i, args.rounds)
         for world in args.worlds
-        for arm in ARMS
+        for arm in ARMS[world]
         for i in range(args.seeds)
     ]
     results = run_all(jobs, args.workers)
@@ -237,7 +297,8 @@ Produced by `analyses/robust_recourse.py` (arguments: rounds {args.rounds}, seed
 machine).
 
 Each robust arm against the cheapest recourse (`linear`, exact min-cost), paired per seed:
-mean and 95 % Student-t interval over the seeds of the per-run means over rounds 2..R.
+mean and 95 % Student-t interval over the seeds of the per-run values (pooled over the
+run's rounds).
 "reliability": `recourse_reliability` (the refit model of the next round still favours
 the reports that recourse got favoured); "valid after T=3": `recourse_valid_after_T`
 (the model three rounds later); "cost ratio": mean cost of the recourse that got the
@@ -245,6 +306,15 @@ decision, robust over cheapest; "successes ratio": how many people's recourse go
 decision, robust over cheapest. The `linear` rows give its own levels.
 
 {paired_table(frame)}
+
+## Where robust recourse fails
+
+Robust arms whose reliability gain is not significantly positive (its 95 % interval
+reaches 0), that price most seekers out of recourse within their budget, or that raise
+the seekers' success rate: under a capacity rule a place won by aiming above the cut-off
+is a place another applicant loses.
+
+{failures(frame)}
 
 ## Deviations from the papers
 
