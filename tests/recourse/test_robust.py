@@ -176,6 +176,7 @@ def test_probe_min_cost_equals_shifted_linear_program():
         assert aset.cost(dx[None])[0] == pytest.approx(aset.cost(ref[None])[0], abs=1e-6)
 
 
+@pytest.mark.slow  # the nonlinear search evaluates the worst model per row many times
 def test_robust_recourse_on_an_mlp_holds_and_stays_in_the_action_set():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 2))
