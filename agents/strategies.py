@@ -222,7 +222,10 @@ class Individual(Strategy):
     """Rejected people each move their own features towards the favourable decision.
 
     Methods (`recourse_sim.recourse.individual_recourse`): ``pgd`` (OAR Eq. 2),
-    ``wachter`` (loss + λ·cost) and ``linear`` (Ross et al.'s linearised δ*).
+    ``wachter`` (loss + λ·cost) and ``linear`` (Ross et al.'s linearised δ*); robust
+    (`recourse_sim.recourse.robust`): ``roar`` (valid under every model within
+    ``roar_delta``) and ``probe`` (invalidation rate under noise on the action at most
+    ``probe_invalidation``).
     """
 
     name = "individual"
@@ -243,11 +246,27 @@ class Individual(Strategy):
         argmax), which the ``min_cost`` objective aims at, `margin` above it (a number
         or one per person; None: the population's ``margin``, a number)."""
         from recourse_sim.recourse.individual import individual_delta
+        from recourse_sim.recourse.robust import ROBUST_METHODS, robust_delta
 
         n = len(X)
         tried = self.participants(seekers, rng)
         delta, cost = np.zeros_like(X), np.zeros(n)
-        if tried.any() and self.action_set.epsilon > 0:
+        if tried.any() and self.action_set.epsilon > 0 and self.spec.method in ROBUST_METHODS:
+            moved = robust_delta(
+                learner,
+                X[tried],
+                goal,
+                self.action_set,
+                self.spec.method,
+                target=None if target is None else np.asarray(target)[tried],
+                margin=_margin_of(self.spec, margin, tried),
+                delta=self.spec.roar_delta,
+                sigma=self.spec.probe_sigma,
+                invalidation=self.spec.probe_invalidation,
+                steps=self.spec.steps,
+            )
+            delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))
+        elif tried.any() and self.action_set.epsilon > 0:
             # `individual_recourse`'s δ without evaluating it: only δ and its cost count
             moved = individual_delta(
                 learner,

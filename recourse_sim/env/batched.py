@@ -92,6 +92,10 @@ def native_reason(env: RecourseEnv) -> str | None:
             f"world {sc.world.kind!r} with people who stay (only a fresh school cohort "
             "or FICO's applicants are)"
         )
+    if getattr(sc.world, "validity_horizon", None) is not None:
+        return "recourse_valid_after_T (world.validity_horizon)"
+    if sc.world.shift_metrics is not None or sc.world.honour_recourse:
+        return "shift metrics or honoured recourse (world.shift_metrics, honour_recourse)"
     spec = sc.learner
     if spec.type != "logistic_regression" or env.n_classes != 2:
         return f"learner {spec.type!r} with {env.n_classes} classes"
@@ -113,6 +117,8 @@ def native_reason(env: RecourseEnv) -> str | None:
         if s.name == "individual":
             if spec.objective != "min_cost" or spec.reapply != "same_round" or spec.just_enough:
                 return f"population {s.population!r}: recourse other than same-round min_cost"
+            if spec.method in ("roar", "probe"):
+                return f"population {s.population!r}: robust recourse ({spec.method})"
             continue
         if s.name == "controlled":
             if spec.action == "oar":

@@ -79,7 +79,9 @@ On causal worlds (``world.kind: scm``) every row also has (empty where nobody co
   unfavourable to favourable: the mean of people.csv's ``improved``
 - ``recourse_valid_after_T``: of the people whose recourse got them the favourable
   decision T rounds ago (T = ``world.validity_horizon``), the share whose reports from
-  then this round's decision rule favours (whether they apply now or not)
+  then this round's decision rule favours (whether they apply now or not). Every other
+  world kind has this column too when its ``world.validity_horizon`` is set (by default
+  it is not)
 
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).
@@ -119,6 +121,27 @@ The ``all`` row adds:
 - ``has_recourse_rate``: ``pare`` rule only: share of the round's applications that have
   recourse at the threshold (favoured as they are or after the linear δ* within the
   bank's budget): the rate PARE guarantees to be ≥ 1 − ε with probability ≥ 1 − α
+
+With ``world.shift_metrics`` (the shifts recourse causes, Altmeyer et al. 2023; computed
+after the round's update by `recourse_sim.env.shift`, which documents each exactly), the
+``all`` row adds:
+
+- ``domain_mmd``: unbiased MMD² (Gaussian kernel; length-scale by default the median
+  pairwise distance of round 0's sample, in SDs of the history's features) between the
+  rows labelled favourable that the first model was fit on and those this round's
+  update trained on (after collective recourse and honoured labels); empty with fewer
+  than two such rows
+- ``domain_mmd_p``: its permutation p-value, (1 + the permutations at least as large) /
+  (1 + ``permutations``); empty with ``permutations: 0``
+- ``model_mmd``: unbiased MMD² (kernel length-scale 0.5) between the first and the
+  updated model's P(favourable) on a fixed probe set (the first ``probe_size`` rows of the
+  history)
+- ``disagreement``: share of the probe set whose most probable class differs between the
+  first and the updated model
+- ``decisiveness``: | ‖p₀ − ½‖₂ − ‖pₜ − ½‖₂ | of the two models' P(favourable) over the
+  probe set
+- ``theta_0``, ``theta_1``, …: the updated model's parameters (`Learner.param_vector`:
+  a logistic regression's coefficients, per SD under ``standardize``, then its intercept)
 
 ## people.csv
 
@@ -300,6 +323,8 @@ class RoundRecord:
     past_holder_favoured: np.ndarray | None = None  # (h_T,) bool
     # what the round's collectives did to the training rows (None: no collective acted)
     collective: CollectiveChanges | None = None
+    # T of recourse_valid_after_T (None: no such column; causal worlds always have one)
+    validity_horizon: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -350,6 +375,8 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         everyone[key] = None if value is None else float(value)
     if r.valid_at_reapply is not None:
         _add_validity(rows, r, G)
+    elif r.validity_horizon is not None:
+        _add_valid_after_T(rows, r, G)
     return rows
 
 
@@ -365,6 +392,12 @@ def _add_validity(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
         hits = (member @ np.where(counted, values, 0.0)).astype(np.int64)
         for j, row in enumerate(rows):
             row[name] = _ratio(int(hits[j]), int(n[j]))
+    _add_valid_after_T(rows, r, n_groups)
+
+
+def _add_valid_after_T(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
+    """``recourse_valid_after_T`` of each row (empty until T rounds have been played and
+    where nobody's recourse succeeded T rounds ago)."""
     if r.past_holder_group is None:
         for row in rows:
             row["recourse_valid_after_T"] = None

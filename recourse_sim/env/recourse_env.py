@@ -32,6 +32,7 @@ from recourse_sim.env.metrics import (
 )
 from recourse_sim.env.pool import Pool, pool_rules
 from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
+from recourse_sim.env.shift import SHIFT_STREAM, ShiftTracker, honour
 from recourse_sim.env.streams import (
     DECISION,
     LEARNER,
@@ -43,6 +44,7 @@ from recourse_sim.env.streams import (
     population_stream,
     stream_key,
 )
+from recourse_sim.env.validity import valid_after_T
 from recourse_sim.env.worlds import Cohort, World, build_world, follow_direct_changes
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
@@ -329,8 +331,13 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
         self._controlled = controlled[0] if controlled else None
         self._pool_rules = pool_rules(self.world)
-        # causal worlds: T of recourse_valid_after_T (None: no validity columns)
+        # T of recourse_valid_after_T (None: no validity columns; causal worlds: always)
         self._horizon = getattr(scenario.world, "validity_horizon", None)
+        # the shifts recourse causes (world.shift_metrics) and honoured recourse labels
+        shift = scenario.world.shift_metrics
+        self._shift = ShiftTracker(shift, self.favourable) if shift is not None else None
+        self._honour = scenario.world.honour_recourse
+        self._honoured = np.zeros(0, np.int64)  # ids of people whose recourse is honoured
         self._grids: dict[str, np.ndarray] = {}  # causal recourse's action grid per population
         # people who re-apply next round start in motion: a round 0 (see Starting State)
         self._round_zero = any(
@@ -345,6 +352,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 if not isinstance(getattr(s.spec, "margin", 0.0), int | float)
             ),
             *((TIES,) if self._lottery else ()),
+            *((SHIFT_STREAM,) if self._shift is not None else ()),
         )
         self._stream_names = (
             WORLD,
@@ -526,6 +534,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         world_rng = self._streams[WORLD]
         self.world.reset(world_rng)
         X_hist, y_hist = self.world.history(world_rng)
+        if self._shift is not None:
+            self._shift.remember_history(X_hist, y_hist)
         self._feature_mean = X_hist.mean(0)
         scale = X_hist.std(0)
         self._feature_scale = np.where(scale > 0, scale, 1.0)
@@ -538,6 +548,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         it is `reset`'s, or the batched env's for many worlds at once)."""
         world_rng = self._streams[WORLD]
         self._theta0 = self.learner.param_vector()
+        self._honoured = np.zeros(0, np.int64)
+        if self._shift is not None:
+            self._shift.start(self.learner, self._keys[SHIFT_STREAM])
         self._defense = Defense(self.scenario.learner.defense, self.n_features)
         self._round = 0
         self._pool = Pool(self._pool_rules)
@@ -605,6 +618,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
 
         # 5. collective perturbation of the reports that train the next model
         recorded = np.where(c.record >= 0, c.record, y)
+        if self._honour:
+            recorded, self._honoured = honour(
+                self._honoured, c.person, recorded, tried & favourable, fav_class
+            )
         X_train, y_train, train_rows = self._training_rows(X_rep, recorded, favourable)
         participants_all = np.zeros(len(X_train), bool)
         X_applied, members = X_train, []  # (for people.csv's collective columns)
@@ -672,6 +689,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "loss_before_refit": loss_before,
             "loss_after_refit": _log_loss(learner, X_train, y_train),
         }
+        if self._shift is not None:
+            model_stats.update(self._shift.round_stats(learner, X_train, y_train, self._round + 1))
         for s in self.strategies:
             s.observe(learner, X_train, y_train)
         after, failed = self._carry_on(c, moves, y, favourable)
@@ -1038,12 +1057,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         y: np.ndarray,
         cut: float | None,
     ) -> dict[str, np.ndarray | None]:
-        """A causal world's per-person validity of recourse (`RoundRecord`): whether the
-        recourse that succeeded last round is honoured at re-application, whether this
-        round's seekers improved, and who of the holders of T rounds ago this round's
-        rule favours."""
+        """The validity of recourse (`RoundRecord`): who of the holders of T rounds ago
+        this round's rule favours (any world with ``validity_horizon``); a causal
+        world's per person too: whether the recourse that succeeded last round is
+        honoured at re-application and whether this round's seekers improved."""
         if self._horizon is None:
             return {}
+        if self.scenario.world.kind != "scm":
+            return valid_after_T(self, cut)
         n = len(c.person)
         valid = np.full(n, np.nan)
         if len(holders["person"]) and n:
@@ -1052,13 +1073,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             valid[at[present]] = holder_favoured[present]
         fav = self.favourable
         improved = np.where(tried, (y == fav) & (c.y0 != fav), np.nan)
-        out: dict[str, np.ndarray | None] = {"valid_at_reapply": valid, "improved": improved}
-        if len(self._past_holders) == self._horizon:
-            past = self._past_holders[0]
-            out["past_holder_group"] = past["group"]
-            out["past_holder_query"] = past["query"]
-            out["past_holder_favoured"] = self._favoured(past, cut)
-        return out
+        return {"valid_at_reapply": valid, "improved": improved, **valid_after_T(self, cut)}
 
     def _just_enough(
         self,
@@ -1265,7 +1280,7 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             "theta0": self._theta0.copy(),
             "pool": self._pool.get_state(),
             "holders": {k: v.copy() for k, v in self._holders.items()},
-            # causal worlds: the holders of the last T rounds, oldest first
+            # validity_horizon T: the holders of the last T rounds, oldest first
             "past_holders": {
                 str(i): {k: v.copy() for k, v in h.items()}
                 for i, h in enumerate(self._past_holders)
@@ -1279,6 +1294,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             # and buffer), by population; strategies that learn nothing are left out
             "strategies": {s.population: s.get_state() for s in self.strategies if s.learns},
             "defense": self._defense.get_state(),
+            "honoured": self._honoured.copy(),
+            **({"shift": self._shift.get_state()} if self._shift is not None else {}),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -1348,6 +1365,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 raise CheckpointError("checkpoint has no PARE threshold for a pare scenario")
             if "defense" in state:
                 self._defense.set_state(state["defense"])
+            self._honoured = np.array(state.get("honoured", []), dtype=np.int64)
+            if self._shift is not None:
+                self._shift.set_state(state["shift"])
             learnt = state.get("strategies", {})
             for s in self.strategies:
                 if not s.learns:

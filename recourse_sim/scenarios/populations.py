@@ -203,8 +203,16 @@ class IndividualPopulation(_Seekers):
     recourse, or with `objective: budget` OAR Eq. 2's."""
 
     strategy: Literal["individual"]
-    method: Literal["pgd", "wachter", "linear"] = "pgd"  # individual recourse method
-    steps: PositiveInt = 20  # gradient steps (pgd, wachter)
+    # individual recourse method; roar and probe are robust (`recourse_sim.recourse.robust`)
+    method: Literal["pgd", "wachter", "linear", "roar", "probe"] = "pgd"
+    steps: PositiveInt = 20  # gradient steps (pgd, wachter; the search of roar/probe)
+    # roar: radius of the l-inf ball of model-parameter shifts the recourse must survive
+    # (the learner's own parameter units: per feature SD under standardize; logit units)
+    roar_delta: Annotated[float, Field(ge=0.0, le=100.0)] = 0.1
+    # probe: SD of the Gaussian noise on the implemented action (cost units per feature)
+    probe_sigma: Annotated[float, Field(ge=0.0, le=1e6)] = 0.1
+    # probe: the largest recourse invalidation rate accepted under that noise (probability)
+    probe_invalidation: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
     # scm worlds: the recourse type, found by an exact search over a grid of actions
     # (`recourse_sim.recourse.causal`): ce changes features directly, cr intervenes and
     # the descendants follow, icr aims at the true outcome; None: `method` on the reports
@@ -213,6 +221,21 @@ class IndividualPopulation(_Seekers):
     # (a step is a quarter of the feature's standard deviation; for integer nodes rounded
     # to a whole number, at least 1)
     search_steps: Annotated[int, Field(ge=1, le=50)] = 8
+
+    @model_validator(mode="after")
+    def _robust_is_min_cost(self) -> IndividualPopulation:
+        if self.method in ("roar", "probe"):
+            if self.objective != "min_cost":
+                raise ValueError(
+                    f"method {self.method!r} solves objective 'min_cost' only (the cheapest "
+                    f"robust action), got objective {self.objective!r}"
+                )
+            if self.recourse is not None:
+                raise ValueError(
+                    f"method {self.method!r} acts on the reports; it cannot be combined "
+                    f"with recourse {self.recourse!r} (a causal world's search)"
+                )
+        return self
 
 
 class GenrePopulation(_Seekers):

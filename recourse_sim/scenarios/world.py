@@ -64,7 +64,36 @@ class PeopleSpec(_Model):
     max_rounds: Annotated[int, Field(ge=1, le=MAX_MAGNITUDE)] | None = None
 
 
-class SchoolWorld(_Model):
+class ShiftMetricsSpec(_Model):
+    """Per-round measures of the shifts recourse causes (Altmeyer et al., SaTML 2023;
+    `recourse_sim.env.shift`): ``domain_mmd`` (+ ``domain_mmd_p``), ``model_mmd``,
+    ``disagreement``, ``decisiveness`` and the parameters ``theta_<i>`` of the updated
+    model, on the ``all`` row of metrics.csv."""
+
+    # rows of the history (in order) on which the models are compared: the fixed probe set
+    probe_size: Annotated[int, Field(ge=2, le=100_000)] = 1000
+    # at most this many rows of each sample enter an MMD (a seeded subsample beyond it)
+    max_rows: Annotated[int, Field(ge=2, le=100_000)] = 1000
+    # permutations of the domain MMD's p-value (0: no domain_mmd_p)
+    permutations: Annotated[int, Field(ge=0, le=100_000)] = 100
+    # Gaussian kernel length-scale of the domain MMD, in SDs of the history's features
+    # (median: the median pairwise distance of the round-0 sample, fixed for the run)
+    length_scale: Annotated[float, Field(gt=0.0, le=1e6)] | Literal["median"] = "median"
+
+
+class _WorldOptions(_Model):
+    """Options every world kind takes."""
+
+    # T of recourse_valid_after_T: rounds after a recourse succeeded at which its validity
+    # is measured again (rounds; None: no recourse_valid_after_T column)
+    validity_horizon: Annotated[int, Field(ge=1, le=MAX_MAGNITUDE)] | None = None
+    # implemented recourse is honoured: a person whose recourse got the favourable decision
+    # is recorded (in every later training row) with the favourable label
+    honour_recourse: bool = False
+    shift_metrics: ShiftMetricsSpec | None = None  # per-round shift measures (None: none)
+
+
+class SchoolWorld(_WorldOptions):
     """The OAR paper's school district (`recourse_sim.data.school_world`), a new cohort a year.
 
     The first model is fit on `history_size` students labelled by the biased historical
@@ -96,11 +125,20 @@ class SchoolWorld(_Model):
     def generator_kwargs(self) -> dict[str, float]:
         """The keyword arguments of `school_world` (everything but kind, sizes and people)."""
         return self.model_dump(
-            exclude={"kind", "cohort_size", "history_size", "training_label", "people"}
+            exclude={
+                "kind",
+                "cohort_size",
+                "history_size",
+                "training_label",
+                "people",
+                "validity_horizon",
+                "honour_recourse",
+                "shift_metrics",
+            }
         )
 
 
-class FicoWorld(_Model):
+class FicoWorld(_WorldOptions):
     """Liu et al. (2018) delayed-impact lending on the FICO TransRisk data.
 
     Persistent applicants keep a credit score (FICO points, 300-850; the data's
@@ -136,7 +174,7 @@ class FicoWorld(_Model):
         return v
 
 
-class DatasetWorld(_Model):
+class DatasetWorld(_WorldOptions):
     """Rows of a bundled dataset (`recourse_sim.data.load`), a fresh sample each round."""
 
     kind: Literal["dataset"]
@@ -177,7 +215,7 @@ class GroupBins(_Model):
         return self
 
 
-class CsvWorld(_Model):
+class CsvWorld(_WorldOptions):
     """Any CSV file with a label column: a fresh sample of its rows each round."""
 
     kind: Literal["csv"]
@@ -230,7 +268,7 @@ class CsvWorld(_Model):
         return self
 
 
-class GaussianWorld(_Model):
+class GaussianWorld(_WorldOptions):
     """A small synthetic world: Gaussian classes and a query group near the boundary.
 
     Every round ``class_sizes[c]`` people of class c (group ``data``) are drawn from
@@ -318,7 +356,7 @@ class ScmNode(_Model):
         return self
 
 
-class ScmWorld(_Model):
+class ScmWorld(_WorldOptions):
     """A structural causal model: a DAG over the features and the label, each node's
     equation given here. Every person keeps their exogenous noise from round to round;
     an intervention on a node moves its descendants through the equations with the
