@@ -21,8 +21,10 @@ from recourse_sim.agents.strategies import (
     make_strategy,
     seeker_margins,
 )
+from recourse_sim.env.anticipation import strategic_learner
 from recourse_sim.env.metrics import (
     RoundRecord,
+    least_cost_to_favour,
     people_columns,
     round_metrics,
     tie_key,
@@ -420,6 +422,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 action_set=self.action_set.replace(epsilon=self._recourse_budget()),
                 recourse_goal=self.scenario.query.goal,
             )
+        if spec.strategic != "none":  # trained against the responding population
+            return strategic_learner(self.scenario, self.strategies, self.favourable, params)
         update_rule, window = spec.update_rule, spec.window
         if update_rule == "refit" and self.world.fixed_population:
             # the file's rows are people, each reporting every round: every row seen is
@@ -579,6 +583,9 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
         cut = self._capacity_cut(honest_proba, favourable_before)
+        least_cost = least_cost_to_favour(  # (social_burden)
+            learner, c.report, self._needed(c.group, cut), self.action_set, fav_class
+        )
         last_holders = self._holders
         holder_favoured = self._holders_favoured(c, favourable_before, cut)
 
@@ -722,6 +729,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             X=c.X,
             report=X_rep,
             cutoff=cutoff,
+            favourable_at_start=c.y0 == fav_class,
+            least_cost=least_cost,
             **validity,
         )
         metrics = round_metrics(record, self._row_labels)

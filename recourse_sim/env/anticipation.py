@@ -1,0 +1,57 @@
+"""The deployed model that anticipates a population's response (``learner.strategic``).
+
+`strategic_learner` builds `recourse_sim.learners.strategic.StrategicLinear` from the
+scenario: the response it anticipates is the one population that responds to the
+model (individual ``min_cost`` seekers: movers to the boundary within their budget;
+``best_response``: the quadratic-cost response), with that population's action set
+(norm, cost weights, immutable and monotone features) and the decision threshold.
+"""
+
+from __future__ import annotations
+
+from recourse_sim.errors import ConfigError
+from recourse_sim.learners.strategic import StrategicLinear
+
+
+def strategic_learner(scenario, strategies, favourable: int, params: dict) -> StrategicLinear:
+    """The ``learner.strategic: s_hinge`` model of `scenario` (its populations'
+    `strategies`; `params`: ``learner.params`` and ``standardize``)."""
+    where = f"{scenario.source}: learner.strategic"
+    responders = [
+        s
+        for s in strategies
+        if s.name == "best_response"
+        or (s.name == "individual" and s.spec.objective == "min_cost")
+    ]
+    if len(responders) != 1:
+        names = ", ".join(s.population for s in responders) or "none"
+        raise ConfigError(
+            f"{where}: s_hinge anticipates exactly one responding population (individual "
+            f"with objective min_cost, or best_response); found {names}"
+        )
+    if favourable != 1:
+        raise ConfigError(f"{where}: s_hinge needs the favourable class to be class 1")
+    rule = scenario.decision
+    if rule.rule != "threshold" or rule.group_thresholds:
+        raise ConfigError(
+            f"{where}: s_hinge anticipates one threshold for everyone (decision.rule: "
+            f"threshold, no group_thresholds), not rule {rule.rule!r}"
+        )
+    (s,) = responders
+    allowed = set(StrategicLinear._get_param_names()) - {
+        "update_rule", "window", "response", "strength", "action_set", "threshold"
+    }
+    unknown = sorted(set(params) - allowed - {"n_classes"})
+    if unknown:
+        raise ConfigError(
+            f"{scenario.source}: learner.params: {', '.join(map(repr, unknown))} is not a "
+            f"parameter of the strategic model (allowed: {', '.join(sorted(allowed))})"
+        )
+    return StrategicLinear(
+        update_rule=scenario.learner.update_rule,
+        response="quadratic" if s.name == "best_response" else "threshold",
+        strength=float(s.spec.epsilon),
+        action_set=s.action_set,
+        threshold=float(rule.threshold),
+        **params,
+    )
