@@ -20,8 +20,7 @@ def strategic_learner(scenario, strategies, favourable: int, params: dict) -> St
     responders = [
         s
         for s in strategies
-        if s.name == "best_response"
-        or (s.name == "individual" and s.spec.objective == "min_cost")
+        if s.name == "best_response" or (s.name == "individual" and s.spec.objective == "min_cost")
     ]
     if len(responders) != 1:
         names = ", ".join(s.population for s in responders) or "none"
@@ -39,7 +38,12 @@ def strategic_learner(scenario, strategies, favourable: int, params: dict) -> St
         )
     (s,) = responders
     allowed = set(StrategicLinear._get_param_names()) - {
-        "update_rule", "window", "response", "strength", "action_set", "threshold"
+        "update_rule",
+        "window",
+        "response",
+        "strength",
+        "action_set",
+        "threshold",
     }
     unknown = sorted(set(params) - allowed - {"n_classes"})
     if unknown:

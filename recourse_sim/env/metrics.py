@@ -167,9 +167,9 @@ import numpy as np
 
 __all__ = [
     "PEOPLE_COLUMNS",
-    "least_cost_to_favour",
     "TIE_RESOLUTION",
     "RoundRecord",
+    "least_cost_to_favour",
     "people_columns",
     "round_metrics",
     "tie_key",
