@@ -1,4 +1,5 @@
-"""The deployed model that anticipates a population's response (``learner.strategic``).
+"""Deployed models that anticipate people's response: ``learner.strategic`` and the
+``perfgd`` / ``dfo`` update rules.
 
 `strategic_learner` builds `recourse_sim.learners.strategic.StrategicLinear` from the
 scenario: the response it anticipates is the one population that responds to the
@@ -10,6 +11,7 @@ model (individual ``min_cost`` seekers: movers to the boundary within their budg
 from __future__ import annotations
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.learners.performative import PerformativeLogisticRegression
 from recourse_sim.learners.strategic import StrategicLinear
 
 
@@ -59,3 +61,20 @@ def strategic_learner(scenario, strategies, favourable: int, params: dict) -> St
         threshold=float(rule.threshold),
         **params,
     )
+
+
+def performative_learner(
+    scenario, params: dict, random_state: int
+) -> PerformativeLogisticRegression:
+    """The learner of ``learner.update_rule: perfgd | dfo`` (`params`: ``learner.params``
+    and ``standardize``; `random_state`: the learner's seed, for dfo's directions)."""
+    allowed = set(PerformativeLogisticRegression._get_param_names()) - {"update_rule", "window"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{scenario.source}: learner.params: {', '.join(map(repr, unknown))} is not a "
+            f"parameter of update_rule {scenario.learner.update_rule} (allowed: "
+            f"{', '.join(sorted(allowed))})"
+        )
+    params = {"random_state": random_state % 2**32, **params}
+    return PerformativeLogisticRegression(update_rule=scenario.learner.update_rule, **params)

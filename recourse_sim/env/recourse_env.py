@@ -21,7 +21,7 @@ from recourse_sim.agents.strategies import (
     make_strategy,
     seeker_margins,
 )
-from recourse_sim.env.anticipation import strategic_learner
+from recourse_sim.env.anticipation import performative_learner, strategic_learner
 from recourse_sim.env.metrics import (
     RoundRecord,
     least_cost_to_favour,
@@ -46,6 +46,7 @@ from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
+from recourse_sim.learners.performative import PERFORMATIVE_RULES
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.causal import action_grid, causal_recourse
 from recourse_sim.recourse.individual import least_share
@@ -424,6 +425,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             )
         if spec.strategic != "none":  # trained against the responding population
             return strategic_learner(self.scenario, self.strategies, self.favourable, params)
+        if spec.update_rule in PERFORMATIVE_RULES:  # descends the performative risk
+            return performative_learner(self.scenario, params, random_state)
         update_rule, window = spec.update_rule, spec.window
         if update_rule == "refit" and self.world.fixed_population:
             # the file's rows are people, each reporting every round: every row seen is

@@ -37,8 +37,9 @@ class LearnerSpec(_Model):
 
     type: str = "logistic_regression"  # learner name (see recourse_sim.learners.LEARNERS)
     # online update rule (frozen: the first model is never updated; refit on a world with
-    # population: file trains on each person's latest report, the last round)
-    update_rule: Literal["refit", "window", "sgd", "frozen"] = "window"
+    # population: file trains on each person's latest report, the last round; perfgd and
+    # dfo descend the performative risk, recourse_sim.learners.performative)
+    update_rule: Literal["refit", "window", "sgd", "frozen", "perfgd", "dfo"] = "window"
     window: PositiveInt | None = 1  # rounds remembered by the window rule (None otherwise)
     # features standardised once, on the first model's data (None: yes, if the learner can)
     standardize: bool | None = None
@@ -99,6 +100,15 @@ class LearnerSpec(_Model):
             )
         if self.recourse_loss_weight > 0:
             raise ValueError("strategic and recourse_loss_weight cannot be combined")
+        return self
+
+    @model_validator(mode="after")
+    def _performative_rules_are_logistic(self) -> LearnerSpec:
+        if self.update_rule in ("perfgd", "dfo") and self.type != "logistic_regression":
+            raise ValueError(
+                f"update_rule {self.update_rule} is a rule of binary logistic regression "
+                f"(type logistic_regression), not of {self.type!r}"
+            )
         return self
 
     @model_validator(mode="after")
