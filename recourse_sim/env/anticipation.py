@@ -19,26 +19,12 @@ def strategic_learner(scenario, strategies, favourable: int, params: dict) -> St
     """The ``learner.strategic: s_hinge`` model of `scenario` (its populations'
     `strategies`; `params`: ``learner.params`` and ``standardize``)."""
     where = f"{scenario.source}: learner.strategic"
-    responders = [
-        s
-        for s in strategies
-        if s.name == "best_response" or (s.name == "individual" and s.spec.objective == "min_cost")
-    ]
-    if len(responders) != 1:
-        names = ", ".join(s.population for s in responders) or "none"
-        raise ConfigError(
-            f"{where}: s_hinge anticipates exactly one responding population (individual "
-            f"with objective min_cost, or best_response); found {names}"
-        )
     if favourable != 1:
         raise ConfigError(f"{where}: s_hinge needs the favourable class to be class 1")
+    # (the scenario's validation made sure there is exactly one, and a threshold rule)
+    (name,) = scenario.responding_populations
+    s = next(s for s in strategies if s.population == name)
     rule = scenario.decision
-    if rule.rule != "threshold" or rule.group_thresholds:
-        raise ConfigError(
-            f"{where}: s_hinge anticipates one threshold for everyone (decision.rule: "
-            f"threshold, no group_thresholds), not rule {rule.rule!r}"
-        )
-    (s,) = responders
     allowed = set(StrategicLinear._get_param_names()) - {
         "update_rule",
         "window",
