@@ -338,25 +338,37 @@ def _add_strategic(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
 
 
 def least_cost_to_favour(
-    learner, X: np.ndarray, need: np.ndarray | None, action_set, goal: int
+    learner, X: np.ndarray, need: np.ndarray | None, action_set, goal: int, rows: np.ndarray
 ) -> np.ndarray:
-    """Per row of reports X, the least cost ‖w ⊙ δ‖_p (the action set's weights and
-    norm, within its box, its budget not imposed) of a change that gets P(goal) ≥ need
-    under the deployed model: 0 where the row has it already, NaN where no change in
-    the box gets it. Exact for binary linear models (`cheapest_linear_recourse`); NaN
-    for every row of other models or without a threshold (`need` None: argmax)."""
+    """For the `rows` (a mask) of reports X, the least cost ‖w ⊙ δ‖_p (the action set's
+    weights and norm, within its box, its budget not imposed) of a change that gets
+    P(goal) ≥ need under the deployed model: 0 where the row has it already, NaN where
+    no change in the box gets it; NaN outside `rows`. Exact for binary linear models
+    (`cheapest_linear_recourse`); NaN for every row of other models or without a
+    threshold (`need` None: argmax)."""
     from recourse_sim.recourse.cheapest import cheapest_linear_recourse
 
-    n = len(X)
-    goals = np.full(n, goal)
+    out = np.full(len(X), np.nan)
+    goals = np.full(1, goal)
     coef = learner.goal_margin_coef(learner.state_, goals)
-    if coef is None or need is None or not n:
-        return np.full(n, np.nan)
-    need = np.clip(np.asarray(need, dtype=np.float64), 1e-300, 1.0 - 1e-16)
-    gap = np.log(need) - np.log1p(-need) - learner.goal_margin(learner.state_, X, goals)
-    delta, reachable = cheapest_linear_recourse(coef, gap, X, action_set)
-    cost = np.asarray(action_set.cost(delta), dtype=np.float64)
-    return np.where(gap <= 0, 0.0, np.where(reachable, cost, np.nan))
+    if coef is None or need is None or not rows.any():
+        return out
+    idx = np.flatnonzero(rows)
+    need = np.clip(np.asarray(need, dtype=np.float64)[idx], 1e-300, 1.0 - 1e-16)
+    X = np.asarray(X, dtype=np.float64)[idx]
+    gap = (
+        np.log(need)
+        - np.log1p(-need)
+        - learner.goal_margin(learner.state_, X, goals[[0] * len(idx)])
+    )
+    out[idx] = 0.0
+    moving = gap > 0  # only those the model does not favour need the solver
+    if moving.any():
+        c = np.repeat(coef, int(moving.sum()), axis=0)
+        delta, reachable = cheapest_linear_recourse(c, gap[moving], X[moving], action_set)
+        cost = np.asarray(action_set.cost(delta), dtype=np.float64)
+        out[idx[moving]] = np.where(reachable, cost, np.nan)
+    return out
 
 
 def _add_validity(rows: list[dict], r: RoundRecord, n_groups: int) -> None:

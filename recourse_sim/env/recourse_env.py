@@ -586,8 +586,13 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
         cut = self._capacity_cut(honest_proba, favourable_before)
-        least_cost = least_cost_to_favour(  # (social_burden)
-            learner, c.report, self._needed(c.group, cut), self.action_set, fav_class
+        least_cost = least_cost_to_favour(  # (social_burden: the truly favourable)
+            learner,
+            c.report,
+            self._needed(c.group, cut),
+            self.action_set,
+            fav_class,
+            c.y0 == fav_class,
         )
         last_holders = self._holders
         holder_favoured = self._holders_favoured(c, favourable_before, cut)

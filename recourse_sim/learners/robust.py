@@ -1,7 +1,7 @@
 """Deployed models from the collective-action literature: re-weighting, JTT and χ²-DRO.
 
-Ben-Dov, Hardt et al. (ICML 2024, "The Role of Learning Algorithms in Collective
-Action") show that how the deployed model weighs its training rows changes what a
+Ben-Dov, Fawkes, Samadi & Sanyal (ICML 2024, "The Role of Learning Algorithms in
+Collective Action") show that how the deployed model weighs its training rows changes what a
 collective of a given size achieves. The three learners here are L2 logistic regression
 (`LogisticRegression`'s objective and Newton solver) with per-row weights sᵢ,
 minimising ``0.5 ‖W‖² + C Σᵢ sᵢ loss(xᵢ, yᵢ)`` on the rows of each (re)fit; they differ
