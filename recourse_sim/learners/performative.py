@@ -145,8 +145,11 @@ class PerformativeLogisticRegression(LogisticRegression):
         state = super()._init_state(X, y)
         d = X.shape[1]
         if self.update_rule == "perfgd":
-            state["theta_hist"] = torch.zeros((0, d + 1), dtype=torch.float64)
-            state["mean_hist"] = torch.zeros((0, 2, d), dtype=torch.float64)
+            # the last `history` rounds, oldest first, the last `filled` rows in use (fixed
+            # shapes: a checkpoint of round 1 and of round 100 look alike)
+            state["theta_hist"] = torch.zeros((self.history, d + 1), dtype=torch.float64)
+            state["mean_hist"] = torch.zeros((self.history, 2, d), dtype=torch.float64)
+            state["filled"] = torch.tensor(0.0, dtype=torch.float64)
             return state
         centre = self._pack(state)
         state.update(
@@ -181,12 +184,14 @@ class PerformativeLogisticRegression(LogisticRegression):
         means = torch.stack(
             [X[y == c].mean(0) if bool((y == c).any()) else torch.zeros(X.shape[1]) for c in (0, 1)]
         )
-        thetas = torch.cat([state["theta_hist"], theta.detach()])[-self.history :]
-        mean_hist = torch.cat([state["mean_hist"], means[None]])[-self.history :]
+        theta_hist = torch.cat([state["theta_hist"][1:], theta.detach()])
+        mean_hist = torch.cat([state["mean_hist"][1:], means[None]])
+        filled = min(int(state["filled"]) + 1, self.history)
+        thetas, means_used = theta_hist[-filled:], mean_hist[-filled:]
         jacobians = None
-        if len(thetas) >= 2:
+        if filled >= 2:
             d_theta = (thetas[1:] - thetas[:-1]).detach()  # (k, D)
-            d_mean = mean_hist[1:] - mean_hist[:-1]  # (k, 2, d)
+            d_mean = means_used[1:] - means_used[:-1]  # (k, 2, d)
             gram = d_theta.T @ d_theta
             # a ridge relative to the steps' size: the estimate does not fade as they shrink
             scale = torch.trace(gram) / gram.shape[0] + torch.finfo(torch.float64).tiny
@@ -198,7 +203,12 @@ class PerformativeLogisticRegression(LogisticRegression):
             grad = self._performative_gradient(theta, X, y, scaling, jacobians)
             theta = theta - self.lr * grad
         new = self._unpack(theta)
-        new.update(scaling, theta_hist=thetas, mean_hist=mean_hist)
+        new.update(
+            scaling,
+            theta_hist=theta_hist,
+            mean_hist=mean_hist,
+            filled=torch.tensor(float(filled), dtype=torch.float64),
+        )
         return new
 
     def _performative_gradient(self, theta, X, y, scaling, jacobians) -> torch.Tensor:

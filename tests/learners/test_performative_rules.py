@@ -78,3 +78,12 @@ def test_dfo_is_reproducible():
 def test_unknown_rule_named():
     with pytest.raises(ConfigError, match="update_rule='rgd'"):
         PerformativeLogisticRegression(update_rule="rgd").fit(X0, Y)
+
+
+@pytest.mark.parametrize("rule", ["perfgd", "dfo"])
+def test_state_keeps_its_shapes(rule):
+    """Checkpoints compare a restored state with a fresh learner's: no entry may grow."""
+    model = PerformativeLogisticRegression(update_rule=rule).fit(X0, Y)
+    shapes = {k: tuple(v.shape) for k, v in model.state_.items()}
+    _play(model, 7)
+    assert {k: tuple(v.shape) for k, v in model.state_.items()} == shapes
