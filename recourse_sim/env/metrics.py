@@ -86,6 +86,19 @@ On causal worlds (``world.kind: scm``) every row also has (empty where nobody co
 plus the world's own per-group statistics (lending: ``mean_score``, the applicants'
 mean credit score after the round, FICO points).
 
+Every row also has the strategic-classification view of the round:
+
+- ``acc_under_response``: share whose final decision (on the reports after every
+  response: best responses and recourse) agrees with their true outcome at the start of
+  the round, before anyone responded (the label a gaming response cannot change; equal
+  to ``model_accuracy`` where features are proxies)
+- ``social_burden``: Milli et al. (2019)'s social burden: over the people whose true
+  outcome at the start of the round is favourable, the mean least cost (the scenario's
+  cost, within the features' bounds, budget not imposed) of a change of the reports they
+  applied with that gets them the favourable decision (0 for those who get it as they
+  are); exact for binary linear models, empty for other models, under ``argmax``, and
+  where nobody counts; people no change can get favoured are left out
+
 The ``all`` row adds:
 
 - ``auc``: area under the ROC curve of the model's P(favourable) on the final reports
@@ -200,6 +213,7 @@ __all__ = [
     "TIE_RESOLUTION",
     "CollectiveChanges",
     "RoundRecord",
+    "least_cost_to_favour",
     "people_columns",
     "round_metrics",
     "tie_key",
@@ -325,6 +339,13 @@ class RoundRecord:
     collective: CollectiveChanges | None = None
     # T of recourse_valid_after_T (None: no such column; causal worlds always have one)
     validity_horizon: int | None = None
+    # true outcome at the start of the round, before anyone responded (bool; None: not
+    # recorded): the label of `acc_under_response` and `social_burden`
+    favourable_at_start: np.ndarray | None = None
+    # per person, the least cost of a change of the reports they applied with that gets
+    # the favourable decision (0 if it is theirs already; NaN: unreachable, or the model
+    # is not binary linear): `social_burden`
+    least_cost: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.group)
@@ -377,7 +398,59 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
         _add_validity(rows, r, G)
     elif r.validity_horizon is not None:
         _add_valid_after_T(rows, r, G)
+    if r.favourable_at_start is not None:
+        _add_strategic(rows, r, G)
     return rows
+
+
+def _add_strategic(rows: list[dict], r: RoundRecord, n_groups: int) -> None:
+    """``acc_under_response`` and ``social_burden`` of each row."""
+    member = _membership(r.group, r.query, n_groups)
+    label = np.asarray(r.favourable_at_start, bool)
+    correct = member @ (r.favourable == label)
+    n = member.sum(1)
+    deserving = label if r.least_cost is None else label & ~np.isnan(r.least_cost)
+    counted = member @ deserving
+    burden = None if r.least_cost is None else member @ np.where(deserving, r.least_cost, 0.0)
+    for j, row in enumerate(rows):
+        row["acc_under_response"] = _ratio(int(correct[j]), int(n[j]))
+        row["social_burden"] = (
+            None if burden is None or not counted[j] else float(burden[j] / counted[j])
+        )
+
+
+def least_cost_to_favour(
+    learner, X: np.ndarray, need: np.ndarray | None, action_set, goal: int, rows: np.ndarray
+) -> np.ndarray:
+    """For the `rows` (a mask) of reports X, the least cost ‖w ⊙ δ‖_p (the action set's
+    weights and norm, within its box, its budget not imposed) of a change that gets
+    P(goal) ≥ need under the deployed model: 0 where the row has it already, NaN where
+    no change in the box gets it; NaN outside `rows`. Exact for binary linear models
+    (`cheapest_linear_recourse`); NaN for every row of other models or without a
+    threshold (`need` None: argmax)."""
+    from recourse_sim.recourse.cheapest import cheapest_linear_recourse
+
+    out = np.full(len(X), np.nan)
+    goals = np.full(1, goal)
+    coef = learner.goal_margin_coef(learner.state_, goals)
+    if coef is None or need is None or not rows.any():
+        return out
+    idx = np.flatnonzero(rows)
+    need = np.clip(np.asarray(need, dtype=np.float64)[idx], 1e-300, 1.0 - 1e-16)
+    X = np.asarray(X, dtype=np.float64)[idx]
+    gap = (
+        np.log(need)
+        - np.log1p(-need)
+        - learner.goal_margin(learner.state_, X, goals[[0] * len(idx)])
+    )
+    out[idx] = 0.0
+    moving = gap > 0  # only those the model does not favour need the solver
+    if moving.any():
+        c = np.repeat(coef, int(moving.sum()), axis=0)
+        delta, reachable = cheapest_linear_recourse(c, gap[moving], X[moving], action_set)
+        cost = np.asarray(action_set.cost(delta), dtype=np.float64)
+        out[idx[moving]] = np.where(reachable, cost, np.nan)
+    return out
 
 
 def _add_validity(rows: list[dict], r: RoundRecord, n_groups: int) -> None:

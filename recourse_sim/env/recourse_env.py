@@ -23,9 +23,11 @@ from recourse_sim.agents.strategies import (
     seeker_margins,
 )
 from recourse_sim.env import guards
+from recourse_sim.env.anticipation import performative_learner, strategic_learner
 from recourse_sim.env.metrics import (
     CollectiveChanges,
     RoundRecord,
+    least_cost_to_favour,
     people_columns,
     round_metrics,
     tie_key,
@@ -49,6 +51,7 @@ from recourse_sim.env.worlds import Cohort, World, build_world, follow_direct_ch
 from recourse_sim.errors import CheckpointError, ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
+from recourse_sim.learners.performative import PERFORMATIVE_RULES
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.causal import action_grid, causal_recourse, grid_steps
 from recourse_sim.recourse.individual import least_share
@@ -431,6 +434,10 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
                 action_set=self.action_set.replace(epsilon=self._recourse_budget()),
                 recourse_goal=self.scenario.query.goal,
             )
+        if spec.strategic != "none":  # trained against the responding population
+            return strategic_learner(self.scenario, self.strategies, self.favourable, params)
+        if spec.update_rule in PERFORMATIVE_RULES:  # descends the performative risk
+            return performative_learner(self.scenario, params, random_state)
         update_rule, window = spec.update_rule, spec.window
         if update_rule == "refit" and self.world.fixed_population:
             # the file's rows are people, each reporting every round: every row seen is
@@ -597,6 +604,14 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
         # 2. decision on the reports people apply with (the last observation's)
         honest_proba, favourable_before = self._honest_decisions(c)
         cut = self._capacity_cut(honest_proba, favourable_before)
+        least_cost = least_cost_to_favour(  # (social_burden: the truly favourable)
+            learner,
+            c.report,
+            self._needed(c.group, cut),
+            self.action_set,
+            fav_class,
+            c.y0 == fav_class,
+        )
         last_holders = self._holders
         holder_favoured = self._holders_favoured(c, favourable_before, cut)
 
@@ -749,6 +764,8 @@ class RecourseEnv(gym.Env[np.ndarray, np.ndarray]):
             report=X_rep,
             cutoff=cutoff,
             aim_unreachable=moves.aim_unreachable,
+            favourable_at_start=c.y0 == fav_class,
+            least_cost=least_cost,
             **validity,
             collective=CollectiveChanges(train_rows, X_applied, X_train, tuple(members))
             if members

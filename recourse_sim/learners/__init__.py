@@ -7,11 +7,19 @@ from recourse_sim.learners.base import UPDATE_RULES, Learner, State, as_tensor
 from recourse_sim.learners.logistic import LogisticRegression
 from recourse_sim.learners.mlp import MLPClassifier
 from recourse_sim.learners.nearest_centroid import NearestCentroid
+from recourse_sim.learners.robust import (
+    ChiSquareDROLogisticRegression,
+    JTTLogisticRegression,
+    ReweightedLogisticRegression,
+)
 
 LEARNERS: dict[str, type[Learner]] = {
     "nearest_centroid": NearestCentroid,
     "logistic_regression": LogisticRegression,
     "mlp": MLPClassifier,
+    "reweighted": ReweightedLogisticRegression,
+    "jtt": JTTLogisticRegression,
+    "chi2_dro": ChiSquareDROLogisticRegression,
 }
 """Learner names accepted by `make_learner` (scenario files use these); add your own
 here, or declare an entry point in the group ``recourse_sim.learners``
@@ -64,10 +72,13 @@ def make_learner(name: str, **params) -> Learner:
 __all__ = [
     "LEARNERS",
     "UPDATE_RULES",
+    "ChiSquareDROLogisticRegression",
+    "JTTLogisticRegression",
     "Learner",
     "LogisticRegression",
     "MLPClassifier",
     "NearestCentroid",
+    "ReweightedLogisticRegression",
     "State",
     "as_tensor",
     "learner_class",

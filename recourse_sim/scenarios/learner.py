@@ -37,8 +37,9 @@ class LearnerSpec(_Model):
 
     type: str = "logistic_regression"  # learner name (see recourse_sim.learners.LEARNERS)
     # online update rule (frozen: the first model is never updated; refit on a world with
-    # population: file trains on each person's latest report, the last round)
-    update_rule: Literal["refit", "window", "sgd", "frozen"] = "window"
+    # population: file trains on each person's latest report, the last round; perfgd and
+    # dfo descend the performative risk, recourse_sim.learners.performative)
+    update_rule: Literal["refit", "window", "sgd", "frozen", "perfgd", "dfo"] = "window"
     window: PositiveInt | None = 1  # rounds remembered by the window rule (None otherwise)
     # features standardised once, on the first model's data (None: yes, if the learner can)
     standardize: bool | None = None
@@ -48,6 +49,10 @@ class LearnerSpec(_Model):
     # budget of delta* (cost units; None: the individual populations' largest budget, else 1)
     recourse_budget: Positive | None = None
     defense: DefenseSpec = DefenseSpec()  # filters and limits on each update
+    # train the deployed linear model against the population's own response (none: plain
+    # training; s_hinge: Levanon & Rosenfeld's strategic hinge loss, solved exactly, see
+    # recourse_sim.learners.strategic); the model is then frozen
+    strategic: Literal["none", "s_hinge"] = "none"
 
     def learner_params(self, accepted: typing.Iterable[str]) -> dict[str, Any]:
         """Keyword arguments of `make_learner` besides the update rule: ``params`` plus
@@ -78,6 +83,33 @@ class LearnerSpec(_Model):
                     "(and learner.recourse_budget)"
                 )
         return v
+
+    @model_validator(mode="after")
+    def _strategic_is_linear_and_frozen(self) -> LearnerSpec:
+        if self.strategic == "none":
+            return self
+        if self.type != "logistic_regression":
+            raise ValueError(
+                f"strategic: {self.strategic} trains a linear model: it needs type "
+                f"logistic_regression, not {self.type!r}"
+            )
+        if self.update_rule != "frozen":
+            raise ValueError(
+                f"strategic: {self.strategic} trains the first model against the response "
+                f"and keeps it: it needs update_rule frozen, not {self.update_rule!r}"
+            )
+        if self.recourse_loss_weight > 0:
+            raise ValueError("strategic and recourse_loss_weight cannot be combined")
+        return self
+
+    @model_validator(mode="after")
+    def _performative_rules_are_logistic(self) -> LearnerSpec:
+        if self.update_rule in ("perfgd", "dfo") and self.type != "logistic_regression":
+            raise ValueError(
+                f"update_rule {self.update_rule} is a rule of binary logistic regression "
+                f"(type logistic_regression), not of {self.type!r}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _window_only_for_window_rule(self) -> LearnerSpec:

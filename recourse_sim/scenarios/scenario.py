@@ -52,6 +52,37 @@ class Scenario(_Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _strategic_anticipates_one_response(self) -> Scenario:
+        if self.learner.strategic == "none":
+            return self
+        responders = self.responding_populations
+        if len(responders) != 1:
+            raise ValueError(
+                f"learner.strategic: {self.learner.strategic} anticipates exactly one "
+                "responding population (individual with objective min_cost, or "
+                f"best_response); found {', '.join(responders) or 'none'}"
+            )
+        rule = self.decision
+        if rule.rule != "threshold" or rule.group_thresholds:
+            raise ValueError(
+                f"learner.strategic: {self.learner.strategic} anticipates one threshold for "
+                f"everyone (decision.rule: threshold, no group_thresholds), not rule {rule.rule!r}"
+            )
+        return self
+
+    @property
+    def responding_populations(self) -> list[str]:
+        """Names of the populations whose people respond to the deployed model's score
+        (``best_response``, and ``individual`` seekers of the cheapest recourse), in
+        scenario order: what ``learner.strategic`` anticipates."""
+        return [
+            k
+            for k, p in self.populations.items()
+            if p.strategy == "best_response"
+            or (p.strategy == "individual" and p.objective == "min_cost")
+        ]
+
     @property
     def controlled(self) -> str | None:
         """Name of the population the environment's action drives (None if there is none).
