@@ -117,7 +117,14 @@ def test_bad_logistic_hyperparameters(iris):
 
 
 def test_make_learner_names_bad_name_and_param():
-    assert set(LEARNERS) == {"nearest_centroid", "logistic_regression", "mlp"}
+    assert set(LEARNERS) == {
+        "nearest_centroid",
+        "logistic_regression",
+        "mlp",
+        "reweighted",
+        "jtt",
+        "chi2_dro",
+    }
     with pytest.raises(ConfigError, match="'svm'"):
         make_learner("svm")
     with pytest.raises(ConfigError, match="'learning_rate'"):
