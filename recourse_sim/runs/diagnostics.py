@@ -176,7 +176,7 @@ def world_warnings(env: Any) -> list[str]:
         share = rule.capacity if rule.places is None else rule.places / max(len(X_hist), 1)
     else:  # at the rule's threshold (group thresholds left aside: the history has no groups)
         proba = env.learner.predict_proba(X_hist)
-        share = float(env._decide(proba, np.zeros(len(X_hist), np.int64)).mean())
+        share = float(env.decide(proba, np.zeros(len(X_hist), np.int64)).mean())
     if share >= APPROVES_MOST:
         out.append(
             f"the first model's decision rule ({rule.rule}) approves {share:.1%} of the "

@@ -1,0 +1,216 @@
+"""What the native batched env (`recourse_sim.env.batched`) simulates, field by field.
+
+Native scope (else the synchronous fallback): the school world with a fresh cohort
+every round, and FICO lending (``Lending-v1``: its applicants all stay, loans move
+their scores, fresh outcome noise every round); binary logistic regression refit on a
+window of rounds (``update_rule: window``; standardised or not; no recourse loss or
+defense); the ``capacity`` or ``threshold`` decision rule; labels selective or not
+(the rejected dropped, or trained as unfavourable); populations ``truthful``,
+``individual`` with ``objective: min_cost`` (exact for the linear model:
+`recourse_sim.recourse.individual.linear_min_cost`; same-round, without
+``just_enough``; a number ``margin`` or one drawn per person) and ``controlled`` with a
+``complete`` or ``sbm`` graph (an ``sbm`` graph not over dropped rows); capacity ties
+by arrival or lottery (``decision.ties``). Per-person margins and lottery numbers are
+keyed numbers of each world's own keyed streams and the cohort's person ids (a fresh
+cohort's ids follow the last one's), as in the single environment.
+
+`native_reason` says why a scenario is outside that scope. `FIELD_SCOPE` declares
+every scenario field (``world[kind].field``, ``populations[strategy].field``, nested
+fields dotted, ``.*`` a whole block) as simulated natively or refused by
+`native_reason` with the reason named; a test walks the scenario schema and fails on a
+field declared neither way, so a new field says where it stands here. Settings where
+the two envs cannot be equal are refused: a Newton refit that may stop before it
+converges (``learner.params`` ``max_iter`` below, or ``tol`` above, the defaults).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from recourse_sim.learners.logistic import LogisticRegression
+
+if TYPE_CHECKING:
+    from recourse_sim.env.recourse_env import RecourseEnv
+
+__all__ = ["FIELD_SCOPE", "drops_rejected", "native_reason"]
+
+CONVERGED = LogisticRegression()
+"""The solver settings (``max_iter``, ``tol``) below which a refit may stop unconverged."""
+
+NATIVE = "native"
+_NATIVE_WORLDS = ("school", "fico")
+_NATIVE_STRATEGIES = ("truthful", "individual", "controlled")
+_OTHER_WORLDS = ("dataset", "csv", "gaussian", "scm")
+_OTHER_STRATEGIES = (
+    "collective_oar",
+    "genre",
+    "collective_blackbox",
+    "collective_signal",
+    "best_response",
+)
+_POPULATION = ("groups", "labels", "participation", "epsilon", "actionable")
+_POPULATION += ("increase_only", "decrease_only")
+
+FIELD_SCOPE: dict[str, str] = {
+    "name": NATIVE,
+    "description": NATIVE,
+    "rounds": NATIVE,
+    "multi_agent": NATIVE,
+    # worlds: a fresh school cohort, FICO's applicants (their own generator and outcome
+    # code, from each world's own stream)
+    **{
+        f"world[school].{f}": NATIVE
+        for f in (
+            "kind",
+            "training_label",
+            "cohort_size",
+            "history_size",
+            "frac_n2",
+            "ability_gap",
+            "extracurricular_rate_n1",
+            "extracurricular_rate_n2",
+            "h1_capacity",
+            "proxy_weight",
+            "admission_noise",
+            "query_quantile",
+            "outcome_threshold",
+            "outcome_sharpness",
+        )
+    },
+    "world[school].people.*": "refused: world 'school' with people who stay",
+    **{
+        f"world[fico].{f}": NATIVE
+        for f in (
+            "kind",
+            "groups",
+            "shares",
+            "n_applicants",
+            "history_size",
+            "repay_gain",
+            "default_loss",
+        )
+    },
+    **{f"world[{k}].*": f"refused: world {k!r}" for k in _OTHER_WORLDS},
+    # the action sets are the single env's, built once for every world
+    "features.*": NATIVE,
+    "learner.type": "native: logistic_regression (two classes); else refused: learner",
+    "learner.update_rule": "native: window; else refused: update rule",
+    "learner.window": NATIVE,
+    "learner.standardize": NATIVE,
+    "learner.recourse_loss_weight": "native: 0; else refused: a recourse loss",
+    "learner.recourse_budget": "native (it sets only the refused recourse loss's and pare's)",
+    "learner.params": (
+        "native: C; refused: fit_intercept false, and max_iter below or tol above the "
+        "defaults (a refit that may stop unconverged)"
+    ),
+    "learner.defense.*": "refused: a learner defense",
+    "decision.rule": "native: capacity, threshold; else refused: decision rule",
+    "decision.capacity": NATIVE,
+    "decision.places": NATIVE,
+    "decision.threshold": NATIVE,
+    "decision.group_thresholds": NATIVE,
+    "decision.ties": NATIVE,
+    "decision.pare.*": "refused: decision rule 'pare'",
+    "labels.selective": NATIVE,
+    "labels.unobserved": NATIVE,
+    "query.*": NATIVE,
+    "reward.cost_weight": NATIVE,
+    "populations[truthful].*": NATIVE,
+    **{
+        f"populations[individual].{f}": NATIVE
+        for f in (
+            *_POPULATION,
+            "strategy",
+            "move",
+            "tolerance.*",
+            "margin",
+            "margin.*",
+            "method",
+            "steps",
+            "search_steps",
+        )
+    },
+    "populations[individual].objective": "native: min_cost; else refused: recourse other",
+    "populations[individual].reapply": "native: same_round; else refused: recourse other",
+    "populations[individual].just_enough": "native: false; else refused: recourse other",
+    "populations[individual].recourse": "refused: world (causal recourse needs an scm world)",
+    **{
+        f"populations[controlled].{f}": NATIVE
+        for f in (
+            *_POPULATION,
+            "strategy",
+            "decisions",
+            "query.*",
+            "graph.mean_degree",
+            "graph.homophily",
+            "graph.seed_fraction",
+            "graph.seed_groups",
+            "graph.spread",
+        )
+    },
+    "populations[controlled].graph.kind": "native: complete, sbm; else refused: social graph",
+    "populations[controlled].graph.generator": "refused: a social graph other than complete, sbm",
+    "populations[controlled].graph.params": "refused: a social graph other than complete, sbm",
+    "populations[controlled].action": "native: shift; else refused: OAR's settings",
+    "populations[controlled].horizon": "refused with action oar (OAR's settings)",
+    "populations[controlled].steps": "refused with action oar (OAR's settings)",
+    "populations[controlled].solver": "refused with action oar (OAR's settings)",
+    **{f"populations[{s}].*": f"refused: population of strategy {s!r}" for s in _OTHER_STRATEGIES},
+}
+"""Every scenario field: simulated natively (``native``, or within the values named)
+or refused by `native_reason` (``refused: ...``, the reason it gives)."""
+
+
+def native_reason(env: RecourseEnv) -> str | None:
+    """Why `BatchedRecourseEnv` cannot simulate `env`'s scenario natively (None: it can)."""
+    sc = env.scenario
+    fico = sc.world.kind == "fico"
+    if not (sc.world.kind == "school" and not env.pool_rules.persist) and not fico:
+        return (
+            f"world {sc.world.kind!r} with people who stay (only a fresh school cohort "
+            "or FICO's applicants are)"
+        )
+    spec = sc.learner
+    if spec.type != "logistic_regression" or env.n_classes != 2:
+        return f"learner {spec.type!r} with {env.n_classes} classes"
+    if spec.update_rule != "window":
+        return f"update rule {spec.update_rule!r}, not a refit on a window of rounds"
+    learner = env.learner
+    if learner.recourse_loss_weight or not learner.fit_intercept:
+        return "logistic regression with a recourse loss or without an intercept"
+    if learner.max_iter < CONVERGED.max_iter or learner.tol > CONVERGED.tol:
+        return (
+            f"learner.params max_iter {learner.max_iter}, tol {learner.tol:g}: a Newton "
+            "refit that may stop before it converges ends elsewhere in the batch (its "
+            "worlds would not be the single env's)"
+        )
+    if env.state.defense.active:
+        return "a learner defense"
+    if sc.decision.rule not in ("capacity", "threshold"):
+        return f"decision rule {sc.decision.rule!r}"
+    if env.render_mode is not None:
+        return f"render_mode={env.render_mode!r}"
+    for s in env.strategies:
+        spec = s.spec
+        if s.name == "truthful":
+            continue
+        if s.name == "individual":
+            if spec.objective != "min_cost" or spec.reapply != "same_round" or spec.just_enough:
+                return f"population {s.population!r}: recourse other than same-round min_cost"
+            continue
+        if s.name == "controlled":
+            if spec.action == "oar":
+                return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
+            if spec.graph.kind not in ("complete", "sbm"):
+                return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
+            if spec.graph.kind == "sbm" and drops_rejected(sc.labels):
+                return f"population {s.population!r}: an sbm graph of selective labels' rows"
+            continue
+        return f"population {s.population!r} of strategy {s.name!r}"
+    return None
+
+
+def drops_rejected(labels) -> bool:
+    """Whether only the approved people's rows train the model (selective labels, the
+    rejected dropped): a number of rows per world."""
+    return labels.selective and labels.unobserved == "drop"
