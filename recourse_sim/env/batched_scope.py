@@ -15,9 +15,10 @@ keyed numbers of each world's own keyed streams and the cohort's person ids (a f
 cohort's ids follow the last one's), as in the single environment.
 
 `native_reason` says why a scenario is outside that scope. `FIELD_SCOPE` declares
-every scenario field (``world[kind].field``, ``populations[strategy].field``, nested
-fields dotted, ``.*`` a whole block) as simulated natively or refused by
-`native_reason` with the reason named; a test walks the scenario schema and fails on a
+every field of the native world kinds and strategies (``world[kind].field``,
+``populations[strategy].field``, nested fields dotted, ``.*`` a whole block) as
+simulated natively or refused by `native_reason` with the reason named (another world
+kind or strategy is refused whole: `field_scope`); a test walks the scenario schema and fails on a
 field declared neither way, so a new field says where it stands here. Settings where
 the two envs cannot be equal are refused: a Newton refit that may stop before it
 converges (``learner.params`` ``max_iter`` below, or ``tol`` above, the defaults).
@@ -25,6 +26,7 @@ converges (``learner.params`` ``max_iter`` below, or ``tol`` above, the defaults
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from recourse_sim.learners.logistic import LogisticRegression
@@ -32,22 +34,14 @@ from recourse_sim.learners.logistic import LogisticRegression
 if TYPE_CHECKING:
     from recourse_sim.env.recourse_env import RecourseEnv
 
-__all__ = ["FIELD_SCOPE", "drops_rejected", "native_reason"]
+__all__ = ["FIELD_SCOPE", "drops_rejected", "field_scope", "native_reason"]
 
 CONVERGED = LogisticRegression()
 """The solver settings (``max_iter``, ``tol``) below which a refit may stop unconverged."""
 
 NATIVE = "native"
-_NATIVE_WORLDS = ("school", "fico")
-_NATIVE_STRATEGIES = ("truthful", "individual", "controlled")
-_OTHER_WORLDS = ("dataset", "csv", "gaussian", "scm")
-_OTHER_STRATEGIES = (
-    "collective_oar",
-    "genre",
-    "collective_blackbox",
-    "collective_signal",
-    "best_response",
-)
+NATIVE_WORLDS = ("school", "fico")
+NATIVE_STRATEGIES = ("truthful", "individual", "controlled")
 _POPULATION = ("groups", "labels", "participation", "epsilon", "actionable")
 _POPULATION += ("increase_only", "decrease_only")
 
@@ -90,7 +84,6 @@ FIELD_SCOPE: dict[str, str] = {
             "default_loss",
         )
     },
-    **{f"world[{k}].*": f"refused: world {k!r}" for k in _OTHER_WORLDS},
     # the action sets are the single env's, built once for every world
     "features.*": NATIVE,
     "learner.type": "native: logistic_regression (two classes); else refused: learner",
@@ -155,10 +148,27 @@ FIELD_SCOPE: dict[str, str] = {
     "populations[controlled].horizon": "refused with action oar (OAR's settings)",
     "populations[controlled].steps": "refused with action oar (OAR's settings)",
     "populations[controlled].solver": "refused with action oar (OAR's settings)",
-    **{f"populations[{s}].*": f"refused: population of strategy {s!r}" for s in _OTHER_STRATEGIES},
 }
-"""Every scenario field: simulated natively (``native``, or within the values named)
-or refused by `native_reason` (``refused: ...``, the reason it gives)."""
+"""The scenario fields of the native world kinds and strategies: simulated natively
+(``native``, or within the values named) or refused by `native_reason` (``refused:
+...``, the reason it gives). Every field of another world kind or strategy is refused
+with it (`field_scope`)."""
+
+
+def field_scope(path: str) -> str | None:
+    """How the batched env treats scenario field `path` (``world[kind].field``,
+    ``populations[strategy].field``, nested fields dotted); None: undeclared."""
+    if path in FIELD_SCOPE:
+        return FIELD_SCOPE[path]
+    for key, how in FIELD_SCOPE.items():
+        if key.endswith(".*") and path.startswith(key[:-1]):
+            return how
+    tagged = re.match(r"(world|populations)\[(\w+)\]", path)
+    if tagged and tagged[1] == "world" and tagged[2] not in NATIVE_WORLDS:
+        return f"refused: world {tagged[2]!r}"
+    if tagged and tagged[1] == "populations" and tagged[2] not in NATIVE_STRATEGIES:
+        return f"refused: population {tagged[2]!r}"
+    return None
 
 
 def native_reason(env: RecourseEnv) -> str | None:

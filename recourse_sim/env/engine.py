@@ -49,7 +49,6 @@ from recourse_sim.env.worlds import Cohort, World, build_world
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import LEARNERS, Learner, make_learner
 from recourse_sim.learners.defense import Defense
-from recourse_sim.recourse.causal import action_grid, causal_recourse
 from recourse_sim.recourse.individual import least_share
 from recourse_sim.scenarios import QuerySpec, Scenario, check_classes
 
@@ -98,9 +97,6 @@ class RoundEngine:
         self.pool_rules = pool_rules(self.world)
         # causal worlds: T of recourse_valid_after_T (None: no validity columns)
         self.validity_horizon = getattr(scenario.world, "validity_horizon", None)
-        self.causal_grids: dict[
-            str, np.ndarray
-        ] = {}  # causal recourse's action grid per population
         # people who re-apply next round start in motion: a round 0 (see Starting State)
         self.has_round_zero = any(
             s.stage == "decision" and s.spec.reapply == "next_round" for s in self.strategies
@@ -410,7 +406,13 @@ class RoundEngine:
                 continue
             seekers = ~favourable_before & ~acted & s.select(c.group, c.y0, self.group_labels)
             if getattr(s.spec, "recourse", None) is not None:
-                found = self.causal_recourse_of(s, c, X_true, seekers, cut)
+                found = s.causal_act(
+                    self.world,
+                    X_true,
+                    c.noise,
+                    seekers,
+                    lambda F, rows: self.favoured({"report": F, "group": c.group[rows]}, cut),
+                )
             else:
                 found = s.act(
                     learner,
@@ -465,28 +467,6 @@ class RoundEngine:
         return Moves(
             X_rep, X_true, tried, cost, changed, later, moved, move_cost, proba, favourable, holders
         )
-
-    def causal_recourse_of(
-        self, s: Strategy, c: Cohort, X_true: np.ndarray, seekers: np.ndarray, cut: float | None
-    ) -> IndividualResult:
-        """A causal world's recourse of type ``recourse`` (ce, cr, icr) for the seekers
-        (`recourse_sim.recourse.causal`): the change of their true features, which
-        their reports follow."""
-        world = self.world
-        grid = self.causal_grids.get(s.population)
-        if grid is None:
-            quarter_sd = world.feature_sd() / 4  # whole steps for integer nodes
-            steps = np.where(world.integer, np.maximum(1.0, np.round(quarter_sd)), quarter_sd)
-            grid = action_grid(steps, s.action_set.actionable, s.spec.search_steps)
-            self.causal_grids[s.population] = grid
-
-        def favoured(F: np.ndarray, rows: np.ndarray) -> np.ndarray:
-            return self.favoured({"report": F, "group": c.group[rows]}, cut)
-
-        res = causal_recourse(
-            s.spec.recourse, world, X_true, c.noise, seekers, s.action_set, favoured, grid
-        )
-        return IndividualResult(res.delta, seekers, res.cost)
 
     def validity(
         self,

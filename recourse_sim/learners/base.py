@@ -260,7 +260,7 @@ class Learner(ABC):
         self, state: State, X: np.ndarray, goal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-row goal cross-entropy −log p(goal | x) (probability clamped at 1e-300, as
-        `recourse_sim.recourse.individual.goal_loss`) and its gradient in x, on float64
+        `recourse_sim.recourse.linear_program.goal_loss`) and its gradient in x, on float64
         numpy arrays (the state's entries may be torch tensors or their numpy views);
         None (the default) where the learner has no closed form, so callers take
         autograd through `proba_fn`."""

@@ -10,7 +10,7 @@ over *every* training row (the expectation is over p(x, y), positives included: 
 δ* only pushes the score further up). The inner minimum is replaced by the linearised
 problem of Eq. 2, δ* = argmin_{δ∈Δ} ∇ₓℓ(g_θ(x), 1)ᵀδ — a linear program over the
 actionable polytope, which is exactly the ``"linear"`` individual-recourse method
-(`recourse_sim.recourse.individual.linear_recourse`) — and by Danskin's theorem the
+(`recourse_sim.recourse.linear_program.linear_recourse`) — and by Danskin's theorem the
 gradient of the term is ∇_θ ℓ(g_θ(x + δ*), 1) with δ* held fixed. The learners carry
 this as their ``recourse_loss_weight`` (λ), ``action_set`` (Δ) and ``recourse_goal``
 (the favourable class) options; `recourse_delta` computes δ* for a whole batch and
@@ -47,7 +47,8 @@ import torch
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import Learner, State, as_tensor, check_positive
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.individual import METHODS, individual_recourse, linear_recourse
+from recourse_sim.recourse.individual import METHODS, individual_recourse
+from recourse_sim.recourse.linear_program import linear_recourse
 
 # -- Step 1: recourse-aware training ---------------------------------------------------------
 

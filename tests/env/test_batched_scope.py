@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from recourse_sim.env import RecourseEnv
-from recourse_sim.env.batched_scope import FIELD_SCOPE, native_reason
+from recourse_sim.env.batched_scope import FIELD_SCOPE, field_scope, native_reason
 from recourse_sim.scenarios import Scenario
 
 
@@ -48,22 +48,13 @@ def _fields(model: type[pydantic.BaseModel], prefix: str = "") -> list[str]:
     return out
 
 
-def _declared(path: str) -> str | None:
-    if path in FIELD_SCOPE:
-        return FIELD_SCOPE[path]
-    for key, how in FIELD_SCOPE.items():
-        if key.endswith(".*") and path.startswith(key[:-1]):
-            return how
-    return None
-
-
 def test_every_scenario_field_is_native_or_refused_with_a_reason():
     fields = _fields(Scenario)
     assert len(fields) > 150  # (the walk reaches every world kind and strategy)
-    undeclared = [f for f in fields if _declared(f) is None]
+    undeclared = [f for f in fields if field_scope(f) is None]
     assert not undeclared, f"declare these in batched_scope.FIELD_SCOPE: {undeclared}"
     for path in fields:
-        how = _declared(path)
+        how = field_scope(path)
         assert how.startswith(("native", "refused")), (path, how)
 
 
