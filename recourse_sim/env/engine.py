@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from recourse_sim.env.construction import (
 )
 from recourse_sim.env.metrics import tie_key
 from recourse_sim.env.pool import pool_rules
-from recourse_sim.env.round import RoundState, play_round
+from recourse_sim.env.round_state import RoundState
 from recourse_sim.env.streams import (
     DECISION,
     LEARNER,
@@ -135,16 +135,6 @@ class RoundEngine:
     @learner.setter
     def learner(self, learner: Learner) -> None:
         self.state.learner = learner
-
-    def play_round(
-        self,
-        actions: dict[str, np.ndarray],
-        default: np.ndarray | None,
-        on_phase: Any = None,
-    ):
-        """One round (`recourse_sim.env.round.play_round`): collective `p` acts on
-        ``actions.get(p, default)``; returns the round's `~recourse_sim.env.round.RoundWork`."""
-        return play_round(self, actions, default, on_phase)
 
     # -- construction helpers ------------------------------------------------------------
     def stream_of(self, strategy: Strategy) -> np.random.Generator:

@@ -48,14 +48,12 @@ import numpy as np
 from recourse_sim.agents.social import recruit
 from recourse_sim.env.construction import log_loss, log_loss_of
 from recourse_sim.env.metrics import RoundRecord, round_metrics
+from recourse_sim.env.round_state import RoundState, no_holders
 from recourse_sim.env.streams import WORLD
 
 if TYPE_CHECKING:
     from recourse_sim.env.engine import Moves, RoundEngine
-    from recourse_sim.env.pool import Pool
     from recourse_sim.env.worlds import Cohort
-    from recourse_sim.learners import Learner
-    from recourse_sim.learners.defense import Defense
 
 __all__ = [
     "PHASES",
@@ -72,30 +70,6 @@ __all__ = [
     "respond",
     "update",
 ]
-
-
-@dataclass
-class RoundState:
-    """What a world carries from one round to the next (and a checkpoint saves)."""
-
-    learner: Learner  # the deployed model
-    defense: Defense  # the learner's defense against perturbed training rows
-    round: int = 0  # rounds played since reset
-    cohort: Cohort | None = None  # the applicants of the next round (None before reset)
-    pool: Pool | None = None  # everyone in the world who may apply again
-    holders: dict[str, np.ndarray] = field(default_factory=dict)  # last round's holders
-    past_holders: list[dict[str, np.ndarray]] = field(default_factory=list)  # last T rounds'
-    streams: dict[str, np.random.Generator] = field(default_factory=dict)  # named streams
-    keys: dict[str, int] = field(default_factory=dict)  # keyed streams' keys
-    last: dict[str, np.ndarray] = field(default_factory=dict)  # last round's rates (obs.)
-    theta0: np.ndarray | None = None  # the first model's parameters
-    feature_mean: np.ndarray | None = None  # the history's feature means (observation)
-    feature_scale: np.ndarray | None = None  # ... and SDs (1 where constant)
-    learner_seed: int = 0  # the learner's random_state of this episode
-    pare: dict[str, float] = field(default_factory=dict)  # PARE's threshold, if the rule
-    last_record: RoundRecord | None = None  # the last round's record (people.csv)
-    # the honest decisions of one (learner, state, cohort, threshold), kept
-    kept_decisions: tuple[tuple, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -131,16 +105,6 @@ class RoundWork:
     reward: float = 0.0  # query success − λ · collective cost (advance)
     record: RoundRecord | None = None  # the round's record (close_round)
     metrics: list[dict] = field(default_factory=list)  # its metric rows (close_round)
-
-
-def no_holders(d: int) -> dict[str, np.ndarray]:
-    """Nobody whose recourse succeeded last round (round 1)."""
-    return {
-        "person": np.zeros(0, np.int64),
-        "report": np.zeros((0, d)),
-        "group": np.zeros(0, np.int64),
-        "query": np.zeros(0, bool),
-    }
 
 
 def respond(engine: RoundEngine, work: RoundWork) -> None:

@@ -201,30 +201,3 @@ def _topological_order(parents: list[tuple[int, ...]]) -> list[int]:
             placed[j] = True
         order.extend(ready)
     return order
-
-
-def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
-    """A cycle of `graph` (node -> parents) as a list of names, or None if it is a DAG."""
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for parent in graph.get(node, []):
-            if state.get(parent) == 1:
-                return [*path[path.index(parent) :], parent]
-            if parent not in state:
-                found = visit(parent)
-                if found:
-                    return found
-        state[node] = 2
-        path.pop()
-        return None
-
-    for node in graph:
-        if node not in state:
-            found = visit(node)
-            if found:
-                return found
-    return None

@@ -1,6 +1,7 @@
 """An environment's episode state for checkpoints: `episode_state` (what
 `RecourseEnv.get_state` returns) and `restore_episode_state` (`RecourseEnv.set_state`),
-with the checks a restored state must pass."""
+with the checks a restored state must pass. `env` is a `RecourseEnv` (a round engine
+with Gymnasium's ``np_random``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from recourse_sim.env.streams import stream_key
 from recourse_sim.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
-    from recourse_sim.env.recourse_env import RecourseEnv
+    from recourse_sim.env.engine import RoundEngine
 
 __all__ = ["STATE_VERSION", "copy_tree", "episode_state", "generator_from", "restore_episode_state"]
 
@@ -26,7 +27,7 @@ _ROW_PARTS = ("pool", "holders", "learner.X_mem", "learner.y_mem", "learner.roun
 _CHECKED_PARTS = ("learner", "theta0", "feature_mean", "feature_scale", "last", "pool", "holders")
 
 
-def episode_state(env: RecourseEnv) -> dict[str, Any]:
+def episode_state(env: RoundEngine) -> dict[str, Any]:
     """The complete episode state: numpy arrays, numbers, strings, nested dicts/lists.
 
     ``np_random`` holds the bit generator's state (Python ints, up to 128 bits).
@@ -61,7 +62,7 @@ def episode_state(env: RecourseEnv) -> dict[str, Any]:
     }
 
 
-def restore_episode_state(env: RecourseEnv, state: dict[str, Any]) -> None:
+def restore_episode_state(env: RoundEngine, state: dict[str, Any]) -> None:
     """Restore a state from `get_state` (of an environment of the same scenario)."""
     import torch
 

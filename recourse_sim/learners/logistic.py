@@ -16,6 +16,7 @@ from recourse_sim.learners.base import (
     LowRankGradient,
     State,
     check_positive,
+    check_recourse_training,
     first_memory,
     remember,
 )
@@ -196,9 +197,6 @@ class LogisticRegression(Learner):
         check_positive("tol", self.tol)
         check_positive("max_iter", self.max_iter, integer=True)
         self._check_window()
-        # imported here: recourse_sim.recourse imports the learners
-        from recourse_sim.recourse.ross import check_recourse_training
-
         check_recourse_training(self)
 
     # -- the model -------------------------------------------------------------------
@@ -497,10 +495,8 @@ class LogisticRegression(Learner):
         """δ* of every row of X under θ (detached; in the units of X), or None when λ = 0."""
         if self.recourse_loss_weight == 0:
             return None
-        from recourse_sim.recourse.ross import recourse_delta  # (import cycle, see above)
-
         state = {**self._unpack(theta), **scaling}
-        return recourse_delta(self, state, X, self.action_set, self.recourse_goal)
+        return self.action_set.recourse_delta(self, state, X, self.recourse_goal)
 
     def _rows(self, X: torch.Tensor, Y: torch.Tensor, delta: torch.Tensor | None, scaling: State):
         """The rows of the risk: (Z, Y, weight) for X, plus, with δ*, the rows X + δ* at

@@ -28,9 +28,10 @@ direction helps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -371,6 +372,16 @@ class ActionSet:
             one_hot = zero_one & (np.abs(v.sum(-1) - 1) <= tol * len(g))
             ok &= still[..., g].all(-1) | one_hot
         return ok
+
+    # Ross et al.'s δ* solver (set by `recourse_sim.recourse.ross`, which builds on this)
+    delta_solver: ClassVar[Callable | None] = None
+
+    def recourse_delta(self, learner, state, X, goal: int = 1):
+        """Ross et al.'s δ* of every row of X over this action set, the learner at
+        `state` (`recourse_sim.recourse.ross.recourse_delta`, which sets `delta_solver`
+        when the package loads): what a learner trained with a recourse loss asks of the
+        action set it was given (the learners sit below this package)."""
+        return type(self).delta_solver(learner, state, X, self, goal)
 
     def project(self, X, delta):
         """A feasible δ near each row of `delta`; same type as `delta`.

@@ -421,6 +421,33 @@ class GaussianWorld(WorldSpec):
         return sum(self.class_sizes) + self.query_size, "world.class_sizes + world.query_size"
 
 
+def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of `graph` (node -> parents) as a list of names, or None if it is a DAG."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for parent in graph.get(node, []):
+            if state.get(parent) == 1:
+                return [*path[path.index(parent) :], parent]
+            if parent not in state:
+                found = visit(parent)
+                if found:
+                    return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in graph:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
 class ScmNoise(_Model):
     """A node's exogenous noise, ``mean + scale · Z`` (`recourse_sim.env.scm.Noise`)."""
 
@@ -482,8 +509,6 @@ class ScmWorld(WorldSpec):
 
     @model_validator(mode="after")
     def _a_dag(self) -> ScmWorld:
-        from recourse_sim.env.scm import find_cycle
-
         if self.label not in self.nodes:
             raise ValueError(f"label {self.label!r}: the node has no equation in nodes")
         if len(self.nodes) < 2:
