@@ -231,6 +231,32 @@ class Individual(Strategy):
     name = "individual"
     stage = "decision"
 
+    def __init__(self, population: str, spec, action_set: ActionSet):
+        super().__init__(population, spec, action_set)
+        self._grid: np.ndarray | None = None  # causal recourse's action grid (per world)
+
+    def causal_act(
+        self,
+        world,
+        X_true: np.ndarray,
+        noise: np.ndarray,
+        seekers: np.ndarray,
+        favoured,
+    ) -> IndividualResult:
+        """In a causal world, the seekers' recourse of type ``recourse`` (ce, cr, icr;
+        `recourse_sim.recourse.causal`): the change of their true features, which their
+        reports follow. `favoured(F, rows)`: whether this round's decision favours
+        reports F of the cohort's `rows`."""
+        from recourse_sim.recourse.causal import action_grid, causal_recourse, grid_steps
+
+        if self._grid is None:  # steps of a quarter SD: whole steps for integer nodes
+            steps = grid_steps(world)
+            self._grid = action_grid(steps, self.action_set.actionable, self.spec.search_steps)
+        res = causal_recourse(
+            self.spec.recourse, world, X_true, noise, seekers, self.action_set, favoured, self._grid
+        )
+        return IndividualResult(res.delta, seekers, res.cost)
+
     def act(
         self,
         learner: Learner,

@@ -78,7 +78,7 @@ def feasible_range(env: gym.Env) -> tuple[np.ndarray, np.ndarray]:
     inner = env.unwrapped
     shape = inner.action_space.shape
     low, high = -np.ones(shape), np.ones(shape)
-    controlled = getattr(inner, "_controlled", None)
+    controlled = getattr(inner, "controlled", None)
     if controlled is not None and controlled.spec.action == "shift":
         aset = controlled.action_set
         idx = np.flatnonzero(aset.actionable)

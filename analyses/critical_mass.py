@@ -267,7 +267,7 @@ def run_signal(args: Args, alpha: float, seed: int) -> dict[str, float]:
     mixture = signal_world_mixture(env, alpha, strategy.offsets)
     draws = np.random.default_rng(seed)  # the excess risk's Monte Carlo draws
     for r in range(args.rounds):
-        c = env._cohort  # the next round's applicants: the model's test rows
+        c = env.state.cohort  # the next round's applicants: the model's test rows
         env.step(zero)
         if r < args.burn_in:
             continue
@@ -365,7 +365,7 @@ def run_signal_german(args: Args, offset: float, alpha: float, seed: int) -> dic
     zero = np.zeros(env.action_space.shape, np.float32)
     success, accuracy = [], []
     for r in range(args.rounds):
-        c = env._cohort  # the next round's rows: the model's test rows
+        c = env.state.cohort  # the next round's rows: the model's test rows
         env.step(zero)
         if r < args.burn_in:
             continue

@@ -426,7 +426,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_run_resumes(
     import importlib
 
     sim = importlib.import_module("recourse_sim.simulate")
-    real = sim._AppendFile.append
+    real = sim.AppendFile.append
     calls = {"n": 0}
 
     def append(self, text):
@@ -435,7 +435,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_run_resumes(
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
         return real(self, text)
 
-    monkeypatch.setattr(sim._AppendFile, "append", append)
+    monkeypatch.setattr(sim.AppendFile, "append", append)
     out = tmp_path / "run"
     status, _, err = _cli(capsys, *_run_argv(out), "-q")
     assert status == 2
@@ -443,7 +443,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_run_resumes(
         f"error: cannot write {out / 'metrics.csv'}: No space left on device (the run can "
         "be resumed with --resume once fixed)"
     ]
-    monkeypatch.setattr(sim._AppendFile, "append", real)  # space is free again
+    monkeypatch.setattr(sim.AppendFile, "append", real)  # space is free again
     status, _, err = _cli(capsys, *_run_argv(out), "--resume", "-q")
     assert status == 0, err
     _assert_same_metrics(out, reference)

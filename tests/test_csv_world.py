@@ -106,7 +106,7 @@ def test_labels_name_label_values_whatever_is_favourable(tmp_path):
         pops = {"applicants": {"strategy": "individual", "labels": [value]}}
         env = RecourseEnv(_scenario(tmp_path, world, populations=pops))
         env.reset(seed=0)
-        cohort = env._cohort
+        cohort = env.state.cohort
         selected = env.strategies[0].select(cohort.group, cohort.y0, env.group_labels)
         file_label = np.where(cohort.y0 == 1, 0, 1)  # class 1 is the file's 0
         assert selected.any() and (file_label[selected] == int(value)).all()

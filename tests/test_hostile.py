@@ -170,10 +170,10 @@ def test_a_failing_run_leaves_the_previous_run_untouched(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_second_writer_is_refused_naming_the_first(tmp_path):
-    from recourse_sim.simulate import _claim
+    from recourse_sim.runs.directory import claim
 
     out = tmp_path / "run"
-    lock = _claim(out)
+    lock = claim(out)
     try:
         proc = _cli("run", str(_gaussian(tmp_path)), "--out", str(out), "-q")
         line = _one_error_line(proc)
@@ -238,7 +238,7 @@ def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused(tmp_path, caps
 def test_an_oserror_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     simulate_module = sys.modules["recourse_sim.simulate"]
     path, out = _gaussian(tmp_path), tmp_path / "run"
-    real = simulate_module._AppendFile.append
+    real = simulate_module.AppendFile.append
     calls = {"n": 0}
 
     def full(self, text):
@@ -247,13 +247,13 @@ def test_an_oserror_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
             raise OSError(28, "No space left on device", str(self.path))
         real(self, text)
 
-    monkeypatch.setattr(simulate_module._AppendFile, "append", full)
+    monkeypatch.setattr(simulate_module.AppendFile, "append", full)
     assert main(["run", str(path), "--out", str(out), "--rounds", "4", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "cannot write" in err and "metrics.csv" in err and "--resume" in err
     # space freed: the resumed run writes exactly what an uninterrupted one does
-    monkeypatch.setattr(simulate_module._AppendFile, "append", real)
+    monkeypatch.setattr(simulate_module.AppendFile, "append", real)
     argv = ["run", str(path), "--rounds", "4", "-q"]
     assert main([*argv, "--out", str(out), "--resume"]) == 0
     assert main([*argv, "--out", str(tmp_path / "reference")]) == 0
@@ -461,18 +461,18 @@ def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, caps
 
 
 def test_a_lock_file_opened_before_its_run_ended_is_not_taken_for_the_lock(tmp_path):
-    from recourse_sim.simulate import _claim, _is_lock_file, _release
+    from recourse_sim.runs.directory import claim, is_lock_file, release
 
     out = tmp_path / "run"
-    lock = _claim(out)
+    lock = claim(out)
     stale = os.open(out / ".lock", os.O_RDWR)  # another process opened it meanwhile
-    _release(out, lock)
+    release(out, lock)
     assert not (out / ".lock").exists()
-    assert not _is_lock_file(out, stale)  # so _claim would not stop at it
-    fresh = _claim(out)
-    assert _is_lock_file(out, fresh)
+    assert not is_lock_file(out, stale)  # so claim would not stop at it
+    fresh = claim(out)
+    assert is_lock_file(out, fresh)
     os.close(stale)
-    _release(out, fresh)
+    release(out, fresh)
 
 
 def test_the_lock_file_is_removed_when_a_run_ends(tmp_path):
@@ -982,7 +982,8 @@ def test_causal_worlds_beyond_their_size_or_depth_are_one_line(tmp_path, capsys,
 def test_cycle_search_and_order_need_no_recursion():
     """A 20,000-node chain declared leaf first, with and without a cycle closing it:
     found iteratively (far past Python's recursion limit), the order parents first."""
-    from recourse_sim.env.scm import _topological_order, find_cycle, longest_chain
+    from recourse_sim.env.scm import _topological_order
+    from recourse_sim.scenarios.world import find_cycle, longest_chain
 
     k = 20_000
     graph = {f"x{i}": ([f"x{i - 1}"] if i else []) for i in reversed(range(k))}

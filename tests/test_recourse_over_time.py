@@ -39,15 +39,15 @@ def test_just_enough_stops_where_the_decision_flips(rule):
     more = {} if rule == "capacity" else {"decision__rule": "threshold"}
     env = RecourseEnv("recourse_over_time", rounds=2, **more)
     env.reset(seed=3)
-    c = env._cohort
-    proba, favourable = env._honest_decisions(c)
-    cut = env._capacity_cut(proba, favourable)
+    c = env.state.cohort
+    proba, favourable = env.honest_decisions(c)
+    cut = env.capacity_cut(proba, favourable)
     strategy = env.strategies[0]
     # the whole budget's recourse, of which just enough is taken
     strategy.spec = strategy.spec.model_copy(update={"objective": "budget"})
     seekers = ~favourable
     found = strategy.act(env.learner, c.report, seekers, 1, np.random.default_rng(0))
-    share = env._just_enough(c.report, found.delta, found.tried, c.group, cut)
+    share = env.just_enough(c.report, found.delta, found.tried, c.group, cut)
     rows = found.tried & (share > 0) & (share < 1)
     assert rows.sum() > 5
     x, d, s = c.report[rows], found.delta[rows], share[rows]

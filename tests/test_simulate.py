@@ -406,10 +406,10 @@ def test_a_directory_in_use_is_refused_naming_the_process(tmp_path):
     the holder is gone its lock is taken over."""
     import os
 
-    from recourse_sim.simulate import _claim
+    from recourse_sim.runs.directory import claim
 
     out = tmp_path / "run"
-    held = _claim(out)  # as another run would hold it
+    held = claim(out)  # as another run would hold it
     try:
         with pytest.raises(ConfigError, match=rf"{out} is in use by process {os.getpid()}"):
             _run(tmp_path, "run", seed=1, rounds=2)

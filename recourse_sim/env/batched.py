@@ -30,24 +30,13 @@ so results agree to rounding: measured, observations bit for bit and rewards wit
 about 1e-16 (``tests/env/test_batched.py`` holds school's observations to float32
 rounding, lending's bit for bit, and rewards within 1e-12).
 
-Native scope (else the synchronous fallback): the school world with a fresh cohort
-every round, and FICO lending (``Lending-v1``: its applicants all stay, loans move
-their scores, fresh outcome noise every round); binary logistic regression refit on a
-window of rounds (``update_rule: window``; standardised or not; no recourse loss or
-defense); the ``capacity`` or ``threshold`` decision rule; labels selective or not
-(the rejected dropped, or trained as unfavourable); populations ``truthful``,
-``individual`` with ``objective: min_cost`` (exact for the linear model:
-`recourse_sim.recourse.individual.linear_min_cost`; same-round, without
-``just_enough``; a number ``margin`` or one drawn per person) and ``controlled`` with a
-``complete`` or ``sbm`` graph (an ``sbm`` graph not over dropped rows); capacity ties
-by arrival or lottery (``decision.ties``). Per-person margins and lottery numbers are
-keyed numbers of each world's own keyed streams and the cohort's person ids (a fresh
-cohort's ids follow the last one's), as in the single environment.
+Native scope: `recourse_sim.env.batched_scope` (else the synchronous fallback).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -56,80 +45,26 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from recourse_sim.agents.social import SocialGraph, block_pairs, cascade, stochastic_block_model
 from recourse_sim.agents.strategies import IndividualResult, adapt, seeker_margins
 from recourse_sim.data.school import school_from_numbers, school_numbers
 from recourse_sim.env import guards
+from recourse_sim.env.batched_sbm import recruit_sbm
+from recourse_sim.env.batched_scope import drops_rejected, native_reason
+from recourse_sim.env.engine import capacity_decisions
 from recourse_sim.env.metrics import tie_key
-from recourse_sim.env.recourse_env import (
-    FEATURE_BOUND,
-    PARAM_BOUND,
-    RecourseEnv,
-    capacity_decisions,
-    checked_action,
-)
+from recourse_sim.env.recourse_env import FEATURE_BOUND, PARAM_BOUND, RecourseEnv, checked_action
 from recourse_sim.env.streams import TIES, WORLD, keyed_uniforms, margin_stream, population_stream
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.logistic import (
-    SingleClassWarning,
-    _sigmoid,
+from recourse_sim.learners.logistic import SingleClassWarning
+from recourse_sim.learners.logistic_batch import (
     fit_batch,
-    newton_refit_batch,
+    last_round_refit_batch,
+    window_refit_batch,
 )
+from recourse_sim.learners.logistic_math import sigmoid
 from recourse_sim.recourse.individual import linear_min_cost
 
 __all__ = ["BatchedRecourseEnv", "make_vector_env", "native_reason"]
-
-_SHIFT32 = np.uint64(32)
-
-
-def native_reason(env: RecourseEnv) -> str | None:
-    """Why `BatchedRecourseEnv` cannot simulate `env`'s scenario natively (None: it can)."""
-    sc = env.scenario
-    fico = sc.world.kind == "fico"
-    if not (sc.world.kind == "school" and not env._pool_rules.persist) and not fico:
-        return (
-            f"world {sc.world.kind!r} with people who stay (only a fresh school cohort "
-            "or FICO's applicants are)"
-        )
-    if getattr(sc.world, "validity_horizon", None) is not None:
-        return "recourse_valid_after_T (world.validity_horizon)"
-    if sc.world.shift_metrics is not None or sc.world.honour_recourse:
-        return "shift metrics or honoured recourse (world.shift_metrics, honour_recourse)"
-    spec = sc.learner
-    if spec.type != "logistic_regression" or env.n_classes != 2:
-        return f"learner {spec.type!r} with {env.n_classes} classes"
-    if spec.update_rule != "window":
-        return f"update rule {spec.update_rule!r}, not a refit on a window of rounds"
-    learner = env.learner
-    if learner.recourse_loss_weight or not learner.fit_intercept:
-        return "logistic regression with a recourse loss or without an intercept"
-    if env._defense.active:
-        return "a learner defense"
-    if sc.decision.rule not in ("capacity", "threshold"):
-        return f"decision rule {sc.decision.rule!r}"
-    if env.render_mode is not None:
-        return f"render_mode={env.render_mode!r}"
-    for s in env.strategies:
-        spec = s.spec
-        if s.name == "truthful":
-            continue
-        if s.name == "individual":
-            if spec.objective != "min_cost" or spec.reapply != "same_round" or spec.just_enough:
-                return f"population {s.population!r}: recourse other than same-round min_cost"
-            if spec.method in ("roar", "probe"):
-                return f"population {s.population!r}: robust recourse ({spec.method})"
-            continue
-        if s.name == "controlled":
-            if spec.action == "oar":
-                return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
-            if spec.graph.kind not in ("complete", "sbm"):
-                return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
-            if spec.graph.kind == "sbm" and _dropped(sc.labels):
-                return f"population {s.population!r}: an sbm graph of selective labels' rows"
-            continue
-        return f"population {s.population!r} of strategy {s.name!r}"
-    return None
 
 
 def make_vector_env(num_envs: int = 1, **kwargs: Any) -> VectorEnv:
@@ -248,7 +183,7 @@ class BatchedRecourseEnv(VectorEnv):
         self._window = sc.learner.window
         # the last round's rows alone, the same n in every world: one refit of the stack;
         # else each world's remembered rounds (`remember`), of their own sizes
-        self._remembers = self._window != 1 or _dropped(sc.labels)
+        self._remembers = self._window != 1 or drops_rejected(sc.labels)
         learner = first.learner
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
@@ -256,6 +191,10 @@ class BatchedRecourseEnv(VectorEnv):
         # each SBM population's block pairs by block sizes (worlds and rounds share a few)
         self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
         self._state: dict[str, np.ndarray] = {}
+        # called after each phase of a round with the phase's name (those of
+        # `recourse_sim.env.round.PHASES`) and its arrays, stacked over worlds: how the
+        # equality tests name the phase where a world and its single env part
+        self.on_phase: Callable[[str, dict[str, np.ndarray]], None] | None = None
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
@@ -323,7 +262,7 @@ class BatchedRecourseEnv(VectorEnv):
             "person": np.zeros((B, n), np.int64),  # the cohort's ids (keyed numbers)
         }
         # each world's keys of its keyed streams (per-person margins, tie lotteries)
-        self._keys = {name: np.zeros(B, np.uint64) for name in self._first._keyed_names}
+        self._keys = {name: np.zeros(B, np.uint64) for name in self._first.keyed_names}
         self._world_rngs: list[np.random.Generator] = [None] * B  # type: ignore[list-item]
         # each world's learner memory: its remembered rounds' (rows, labels), oldest first
         self._memory: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(B)]
@@ -354,18 +293,18 @@ class BatchedRecourseEnv(VectorEnv):
                 self._load_world(i)
                 # what the single env's observation of the first cohort computed
                 env, shift, scale = self.envs[i], st["x_shift"][i : i + 1], st["x_scale"][i : i + 1]
-                st["Xs"][i] = _standardised(env._cohort.report[None], shift, scale)
-                proba, favourable = env._honest_decisions(env._cohort)
+                st["Xs"][i] = _standardised(env.state.cohort.report[None], shift, scale)
+                proba, favourable = env.honest_decisions(env.state.cohort)
                 st["p"][i], st["favourable"][i] = proba[:, self._fav], favourable
             return np.stack(obs)
-        data = [env._reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
+        data = [env.reset_until_fit(seed) for env, seed in zip(envs, seeds, strict=True)]
         try:
             fit_batch([env.learner for env in envs], data)
         except ConfigError as exc:
             source = self._first.scenario.source
             raise ConfigError(f"{source}: fitting the first model: {exc}") from None
         for env in envs:
-            env._reset_after_fit()
+            env.reset_after_fit()
         for i in worlds:
             self._load_world(i)
         # every world's observation at once (the others' state, and so theirs, unchanged)
@@ -375,7 +314,7 @@ class BatchedRecourseEnv(VectorEnv):
         """World `i`'s state as its `RecourseEnv` has just reset it (all but what its
         observation computes: the standardised reports, P(favourable), the decisions)."""
         env = self.envs[i]
-        st, c = self._state, env._cohort
+        st, c = self._state, env.state.cohort
         st["X"][i], st["report"][i], st["group"][i], st["query"][i] = (
             c.X,
             c.report,
@@ -387,14 +326,17 @@ class BatchedRecourseEnv(VectorEnv):
         if "x_scale" in env.learner.state_:
             st["x_shift"][i] = env.learner.state_["x_shift"].numpy()
             st["x_scale"][i] = env.learner.state_["x_scale"].numpy()
-        st["feature_mean"][i], st["feature_scale"][i] = env._feature_mean, env._feature_scale
+        st["feature_mean"][i], st["feature_scale"][i] = (
+            env.state.feature_mean,
+            env.state.feature_scale,
+        )
         st["acceptance"][i] = 0.0
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0
         st["round"][i] = 0
         st["person"][i] = c.person
         for name, keys in self._keys.items():
-            keys[i] = env._keys[name]
+            keys[i] = env.state.keys[name]
         if self._remembers:
             state = env.learner.state_
             bounds = np.cumsum(state["round_sizes"].numpy().astype(np.int64))[:-1]
@@ -405,9 +347,9 @@ class BatchedRecourseEnv(VectorEnv):
                     strict=True,
                 )
             )
-        self._world_rngs[i] = env._streams[WORLD]
+        self._world_rngs[i] = env.state.streams[WORLD]
         for p, rngs in self._pop_rngs.items():
-            rngs[i] = env._streams[population_stream(p)]
+            rngs[i] = env.state.streams[population_stream(p)]
             bits = rngs[i].bit_generator.state
             self._pending[p][i] = bits["uinteger"] if bits["has_uint32"] else None
 
@@ -458,10 +400,13 @@ class BatchedRecourseEnv(VectorEnv):
         return obs.copy(), reward, terminated, truncated, info
 
     def _play_round(self, actions: np.ndarray):
-        """Steps 2-6 of a round in every world (`RecourseEnv._play_round`, batched)."""
+        """Steps 2-6 of a round in every world (`RecourseEnv.play_round`, batched)."""
         st = self._state
         B, n, d = st["X"].shape
         theta, report, group = st["theta"], st["report"], st["group"]
+
+        # respond: no responding populations natively (`native_reason`)
+        self._phase("respond", report=report)
 
         # 2. decision on the (honest) reports of the fresh cohort
         scaling = st["x_shift"], st["x_scale"]
@@ -469,6 +414,7 @@ class BatchedRecourseEnv(VectorEnv):
         cut = None
         if self._places is not None:
             cut = np.min(np.where(favourable_before, p_before, np.inf), axis=1)
+        self._phase("decide", p=p_before, favourable=favourable_before)
 
         # 3. individual recourse (same round), every world's seekers at once
         X_rep, X_true = report.copy(), st["X"].copy()
@@ -485,9 +431,18 @@ class BatchedRecourseEnv(VectorEnv):
             p_final = p_before.copy()
             Xs_moved = _standardised(X_rep[world, row], scaling[0][world], scaling[1][world])
             logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
-            p_final[world, row] = _sigmoid(logits) if self._fav == 1 else 1.0 - _sigmoid(logits)
+            p_final[world, row] = sigmoid(logits) if self._fav == 1 else 1.0 - sigmoid(logits)
             favourable = favourable_before.copy()
             favourable[moved] = self._decide(p_final[moved], group[moved], moved)
+        self._phase(
+            "individual_recourse",
+            report=X_rep,
+            X=X_true,
+            tried=tried,
+            cost=cost,
+            p=p_final,
+            favourable=favourable,
+        )
 
         # 4. outcomes
         flat = SimpleNamespace(
@@ -497,13 +452,14 @@ class BatchedRecourseEnv(VectorEnv):
         y = y.reshape(B, n)
         true_favourable = y == self._fav
         query = self._query_mask(self._first.scenario.query, st["query"], group, st["y0"])
+        self._phase("outcomes", y=y, query=query)
 
         # 5. the controlled collectives perturb the training rows (`train`: every row, or
-        # with selective labels dropped the approved ones; `RecourseEnv._training_rows`)
+        # with selective labels dropped the approved ones; `RecourseEnv.training_rows`)
         X_train = X_rep.copy()
         y_train = np.where(st["record"] >= 0, st["record"], y)
         train = np.ones((B, n), bool)
-        if _dropped(self._labels):
+        if drops_rejected(self._labels):
             train = favourable.copy()
         elif self._labels.selective:  # the rejected give the unfavourable label
             y_train = np.where(favourable, y_train, 0 if self._fav != 0 else 1)
@@ -525,19 +481,23 @@ class BatchedRecourseEnv(VectorEnv):
                 cost_count += np.bincount(world, minlength=B)
             participants |= joined
         collective_cost = np.divide(cost_sum, cost_count, out=np.zeros(B), where=cost_count > 0)
+        self._phase(
+            "collective",
+            X_train=X_train,
+            y_train=y_train,
+            train=train,
+            participants=participants,
+            collective_cost=collective_cost,
+        )
 
         # 6. update: a refit on the window's rows, all worlds in one batched Newton solve
+        solver = (self._C, self._tol, self._max_iter)
         if self._remembers:
-            new_theta, one_class = self._window_refit(theta, X_train, y_train, train)
-        else:
-            Zt = np.empty((B, d + 1, n))  # the design matrices, transposed (feature-major)
-            for j in range(d):  # (feature-major: the standardised columns straight in)
-                np.subtract(X_train[..., j], scaling[0][:, j, None], out=Zt[:, j])
-                np.divide(Zt[:, j], scaling[1][:, j, None], out=Zt[:, j])
-            Zt[:, d] = 1.0
-            new_theta, one_class = newton_refit_batch(
-                theta, Zt, y_train, self._C, self._tol, self._max_iter
+            new_theta, one_class = window_refit_batch(
+                theta, self._memory, self._window, X_train, y_train, train, scaling, *solver
             )
+        else:
+            new_theta, one_class = last_round_refit_batch(theta, X_train, y_train, scaling, *solver)
         if one_class.any():
             warnings.warn(
                 f"LogisticRegression: the refit rows of {int(one_class.sum())} world(s) hold "
@@ -546,6 +506,7 @@ class BatchedRecourseEnv(VectorEnv):
                 stacklevel=3,
             )
         st["theta"] = theta = new_theta
+        self._phase("update", theta=theta)
 
         # the query group's success under the updated model (honest reports), the reward
         p_after = _p_favourable(theta, st["Xs"], self._fav)
@@ -568,7 +529,18 @@ class BatchedRecourseEnv(VectorEnv):
             self._next_applicants(X_true, X_rep, favourable, y)
         else:
             self._next_cohort()
+        self._phase(
+            "advance",
+            query_success=query_success,
+            reward=reward,
+            next_report=st["report"],
+            next_person=st["person"],
+        )
         return self._observation(), reward, query_success, collective_cost
+
+    def _phase(self, name: str, **arrays: np.ndarray) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name, arrays)
 
     # -- pieces of a round -------------------------------------------------------------------
     def _decide(self, p: np.ndarray, group: np.ndarray, worlds=slice(None)) -> np.ndarray:
@@ -577,7 +549,7 @@ class BatchedRecourseEnv(VectorEnv):
         the cohort's ids and this round's lottery, as in the single env)."""
         if self._places is not None:
             priority = None
-            if self._first._lottery:
+            if self._first.lottery:
                 person, round_ = self._state["person"][worlds], self._state["round"][worlds]
                 rounds = np.broadcast_to(round_[:, None] + 1, person.shape)
                 priority = keyed_uniforms(self._keys[TIES][worlds][:, None], person, rounds)
@@ -585,14 +557,14 @@ class BatchedRecourseEnv(VectorEnv):
         return p >= self._thresholds(group)
 
     def _thresholds(self, group: np.ndarray) -> np.ndarray:
-        """`RecourseEnv._thresholds` of every world's rows (B, n)."""
-        return self._first._thresholds(group.reshape(-1)).reshape(group.shape)
+        """`RecourseEnv.thresholds` of every world's rows (B, n)."""
+        return self._first.thresholds(group.reshape(-1)).reshape(group.shape)
 
     def _query_mask(self, spec, world_query, group, y0) -> np.ndarray:
         flat = SimpleNamespace(
             query=world_query.reshape(-1), group=group.reshape(-1), y0=y0.reshape(-1)
         )
-        return self._first._query_mask(spec, flat).reshape(group.shape)
+        return self._first.query_mask(spec, flat).reshape(group.shape)
 
     def _select(self, s, group: np.ndarray, labels: np.ndarray) -> np.ndarray:
         mask = s.select(group.reshape(-1), labels.reshape(-1), self._first.group_labels)
@@ -601,7 +573,7 @@ class BatchedRecourseEnv(VectorEnv):
     def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> None:
         """One individual population's same-round recourse in every world (in place):
         `Individual.act` (participation α from its stream, the exact min-cost δ), the
-        capacity rule's idle ties and `adapt`, as `RecourseEnv._individual_recourse`."""
+        capacity rule's idle ties and `adapt`, as `RecourseEnv.seek_recourse`."""
         B, n, d = X_rep.shape
         st = self._state
         acted = tried  # (one population acts per person: the earlier ones' movers are out)
@@ -670,207 +642,22 @@ class BatchedRecourseEnv(VectorEnv):
             uniforms = np.ones((B, n))
             uniforms[train] = np.concatenate([rngs[i].random(counts[i]) for i in range(B)])
             return eligible & (uniforms < alpha)
-        return self._recruit_sbm(s, eligible, group)
-
-    def _recruit_sbm(self, s, eligible: np.ndarray, group: np.ndarray) -> np.ndarray:
-        """`_recruit` over stochastic block models (`reach`: the graph, organisers, the
-        cascade; then α), exactly as `RecourseEnv` draws them world by world."""
-        B, n = eligible.shape
-        spec, G = s.spec.graph, self._G
-        rngs, pending = self._pop_rngs[s.population], self._pending[s.population]
-        member = np.flatnonzero(eligible)  # the members: world by world, in row order
-        world_of = member // n
-        members = np.count_nonzero(eligible, axis=1)
-        node_start = np.zeros(B + 1, np.int64)
-        np.cumsum(members, out=node_start[1:])
-        total_nodes = int(node_start[-1])
-        block = np.take(group, member)
-        world_block = world_of * G + block
-        block_size = np.bincount(world_block, minlength=B * G).reshape(B, G)
-        # each (world, block)'s members in node order: the SBM's `members[i]` (small keys
-        # sort stably by radix)
-        by_block = np.argsort(world_block.astype(np.min_scalar_type(B * G)), kind="stable")
-        if total_nodes**2 < 2**31:  # the graph's node numbers as `SocialGraph.from_arcs` keys them
-            by_block = by_block.astype(np.int32)
-        block_start = (block_size.cumsum() - block_size.ravel()).reshape(B, G)
-        sizes_list = list(map(tuple, block_size.tolist()))
-
-        # the graphs' draws, world by world: a binomial edge count per block pair, then
-        # its two ends' bounded integers, taken as raw uint64s (mapped below, at once)
-        raws: list[np.ndarray] = []
-        pair_m: list[int] = []  # per block pair: its edge count, world, each end's group
-        pair_world, pair_i, pair_j = [], [], []
-        # the words' stream (`_stream_words`): each world's halves of its raws, with its
-        # buffered word from before inserted ahead and the one it leaves dropped
-        kept, insert_at, insert_word, drop, leaves = 0, [], [], [], []
-        snapshots: dict[int, tuple[dict, int | None]] = {}
-        plans = self._block_plans.setdefault(s.population, {})
-        if len(plans) > 100_000:  # (sizes up to n² / 4 pairs: bounded, but not small)
-            plans.clear()
-        for b in np.flatnonzero(members).tolist():
-            sizes = sizes_list[b]
-            plan = plans.get(sizes)
-            if plan is None:
-                plan = plans[sizes] = _sbm_plan(sizes, spec.mean_degree, spec.homophily)
-            draws, ends_i, ends_j = plan
-            rng = rngs[b]
-            # where to start again if a bounded draw is rejected (about 1e-5 a round)
-            snapshots[b] = (rng.bit_generator.state, pending[b])
-            halves, used, buffered = _sbm_draws(rng, draws, pending[b] is not None, raws, pair_m)
-            pair_world += [b] * len(draws)
-            pair_i += ends_i
-            pair_j += ends_j
-            if used:
-                insert_at.append(kept)
-                insert_word.append(pending[b])
-            if buffered and halves:  # the last half drawn waits for the next round
-                drop.append(len(drop) + kept + halves - 1)  # (its place among all halves)
-                leaves.append(b)
-                kept += halves - 1
-            else:
-                kept += halves
-                if not buffered:
-                    pending[b] = None
-        tail = head = np.zeros(0, np.int64)
-        redo: list[int] = []
-        if pair_m:
-            m = np.array(pair_m)
-            ends = np.repeat(m, 2)  # each pair's first ends, then its second ends
-            pair_ends = np.column_stack([pair_world, pair_i, pair_world, pair_j])
-            end_high = block_size[pair_ends[:, 0::2], pair_ends[:, 1::2]].reshape(-1)
-            end_high = end_high.astype(np.uint64)
-            high = np.repeat(end_high, ends)
-            w, left = _stream_words(raws, insert_at, insert_word, drop)
-            for b, word in zip(leaves, left, strict=True):
-                pending[b] = word
-            if len(w) < len(high):  # a bound of 1 draws nothing: its ends take word 0
-                w_all = np.zeros(len(high), np.uint32)
-                w_all[high > 1] = w
-                w = w_all
-            product = w * high  # (uint64)
-            # a draw can be rejected only below the largest threshold; where one is, the
-            # exact test (per block pair's end, then per draw: modulo is slow)
-            threshold = _lemire_threshold(end_high)
-            rejected = _lemire_rejects(product, int(threshold.max()))
-            if rejected.any():
-                rejected &= _lemire_rejects(product, np.repeat(threshold, ends))
-            index = (product >> _SHIFT32).view(np.int64)
-            first = block_start[pair_ends[:, 0::2], pair_ends[:, 1::2]].reshape(-1)
-            index += np.repeat(first, ends)
-            tail = by_block[index]
-            # the other end of each end's edge: m places on in its pair's second half,
-            # m places back in its first
-            np.add(
-                np.arange(len(index)), np.repeat(np.column_stack([m, -m]).ravel(), ends), out=index
-            )
-            head = tail[index]
-            if rejected.any():
-                end_world = np.repeat(np.repeat(pair_world, 2), ends)
-                redo = np.unique(end_world[rejected]).tolist()
-                keep = ~np.isin(end_world, redo)
-                tail, head = tail[keep], head[keep]
-        for b in redo:  # numpy's own draws from where this world's graph began
-            bits, before = snapshots[b]
-            rngs[b].bit_generator.state = {
-                **bits,
-                "has_uint32": int(before is not None),
-                "uinteger": before or 0,
-            }
-            lo, hi = node_start[b], node_start[b + 1]
-            graph_b = stochastic_block_model(
-                block[lo:hi], spec.mean_degree, spec.homophily, rngs[b]
-            )
-            rows = np.repeat(np.arange(graph_b.n), graph_b.degree())
-            tail = np.concatenate([tail, lo + rows])
-            head = np.concatenate([head, lo + graph_b.indices])
-            after = rngs[b].bit_generator.state
-            pending[b] = after["uinteger"] if after["has_uint32"] else None
-        graph = SocialGraph.from_arcs(total_nodes, tail, head)
-
-        # the round's remaining draws of this stream are doubles: organisers, one per
-        # member; at most one per edge end in the waves (a node is a frontier once);
-        # participation, one per training row. One call of that bound per world, the
-        # unused rest handed back.
-        bound = members + np.diff(graph.indptr[node_start]) + n
-        start = np.zeros(B + 1, np.int64)
-        np.cumsum(bound, out=start[1:])
-        uniforms = np.empty(int(start[-1]))
-        at = start.tolist()
-        for rng, lo, hi in zip(rngs, at[:-1], at[1:], strict=True):  # (straight into place)
-            rng.random(out=uniforms[lo:hi])
-        start = start[:-1]
-        # member i of world w: uniforms[start[w] + i - node_start[w]]
-        first_uniform = np.repeat(start - node_start[:-1], members)
-        first_uniform += np.arange(total_nodes)
-        seeds = uniforms[first_uniform] < spec.seed_fraction
-        if spec.seed_groups is not None:  # the organisers
-            codes = [self._first.group_labels.index(g) for g in spec.seed_groups]
-            seeds &= np.isin(block, codes)
-        passes = uniforms < spec.spread
-        upcoming = start + members  # each world's next uniform for the waves
-
-        def wave_passes(frontier: np.ndarray, ends: np.ndarray) -> np.ndarray:
-            # a wave's edges come world by world; world w's take its next numbers
-            first_edge = ends[frontier.searchsorted(node_start)]
-            per_world = first_edge[1:] - first_edge[:-1]
-            at = (upcoming - first_edge[:-1]).repeat(per_world)
-            at += np.arange(int(ends[-1]))
-            upcoming[:] += per_world
-            return passes[at]
-
-        heard_nodes = cascade(graph, seeds, wave_passes)
-        heard = np.zeros((B, n), bool)
-        heard.reshape(-1)[member] = heard_nodes
-        participation = uniforms[upcoming[:, None] + np.arange(n)]
-        used = upcoming - start + n
-        for b in np.flatnonzero(used < bound).tolist():
-            rngs[b].bit_generator.advance(int(used[b] - bound[b]))
-        return heard & (participation < s.spec.participation)
-
-    def _window_refit(
-        self, theta: np.ndarray, X_train: np.ndarray, y_train: np.ndarray, train: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The window rule's refit of every world (`remember`, then `_numpy_refit`): each
-        world's training rows `train` join its memory as a round (a world without any
-        is not updated, as the single env skips an update without rows), the last
-        ``window`` rounds are kept, and all worlds' memories are solved at once, each
-        padded to the longest with rows of zeros. Returns (θ⁺, one class kept θ)."""
-        B, _n, d = X_train.shape
-        theta = theta.copy()
-        one_class = np.zeros(B, bool)
-        updating = np.flatnonzero(train.any(1)).tolist()
-        if not updating:
-            return theta, one_class
-        memories = []
-        for i in updating:
-            memory = self._memory[i]
-            memory.append((X_train[i][train[i]], y_train[i][train[i]].astype(np.float64)))
-            del memory[: -self._window]
-            memories.append(
-                (np.concatenate([x for x, _ in memory]), np.concatenate([y for _, y in memory]))
-            )
-        longest = max(len(y) for _, y in memories)
-        Zt = np.zeros((len(updating), d + 1, longest))  # the design matrices, transposed
-        Y = np.zeros((len(updating), longest))
-        rows = np.zeros((len(updating), longest), bool)
-        shift, scale = self._state["x_shift"], self._state["x_scale"]
-        for k, (i, (X_all, y_all)) in enumerate(zip(updating, memories, strict=True)):
-            m = len(y_all)
-            Zt[k, :d, :m] = np.divide(X_all - shift[i], scale[i]).T  # as `_numpy_refit`
-            Zt[k, d, :m] = 1.0
-            Y[k, :m], rows[k, :m] = y_all, True
-        new, kept = newton_refit_batch(
-            theta[updating], Zt, Y, self._C, self._tol, self._max_iter, rows=rows
+        return recruit_sbm(
+            s,
+            eligible,
+            group,
+            self._first.group_labels,
+            rngs,
+            self._pending[s.population],
+            self._block_plans.setdefault(s.population, {}),
         )
-        theta[updating], one_class[updating] = new, kept
-        return theta, one_class
 
     def _next_applicants(
         self, X_true: np.ndarray, X_rep: np.ndarray, favourable: np.ndarray, y: np.ndarray
     ) -> None:
         """FICO's applicants of the next round: everyone stays (`Pool.advance`) with the
         scores the round left them (`Lending.after_round`: loans move them, and so the
-        reports, as `RecourseEnv._carry_on`), and fresh outcome noise from each world's
+        reports, as `RecourseEnv.carry_on`), and fresh outcome noise from each world's
         own stream (``random(n)``; nobody arrives, which draws nothing)."""
         st, world = self._state, self._first.world
         B, n, d = X_true.shape
@@ -924,7 +711,7 @@ class BatchedRecourseEnv(VectorEnv):
         st["person"] = st["person"] + n  # a fresh cohort's ids follow the last one's
 
     def _observation(self) -> np.ndarray:
-        """`RecourseEnv._observation` of every world (the next cohort, the updated model)."""
+        """`RecourseEnv.observation` of every world (the next cohort, the updated model)."""
         st = self._state
         B, n, _d = st["X"].shape
         theta, report, group = st["theta"], st["report"], st["group"]
@@ -982,7 +769,7 @@ def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndar
     their standardised features `Xs` (B, n, d)."""
     d = Xs.shape[-1]
     logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
-    p1 = _sigmoid(logits)
+    p1 = sigmoid(logits)
     return p1 if favourable == 1 else 1.0 - p1
 
 
@@ -1004,84 +791,6 @@ def _group_counts(group: np.ndarray, flag: np.ndarray, G: int) -> np.ndarray:
     return np.stack([(flag & (group == g)).sum(1) for g in range(G)], 1)
 
 
-def _dropped(labels) -> bool:
-    """Whether only the approved people's rows train the model (selective labels, the
-    rejected dropped): a number of rows per world."""
-    return labels.selective and labels.unobserved == "drop"
-
-
 def _share(count: np.ndarray, size: np.ndarray) -> np.ndarray:
     """count / size, 0 where size is 0 (`recourse_sim.env.metrics._share`, per world)."""
     return np.divide(count, size, out=np.zeros(np.shape(count)), where=size > 0)
-
-
-def _lemire_threshold(high: np.ndarray) -> np.ndarray:
-    """Lemire's rejection threshold of bounds `high` (uint64, ≥ 1): 2^32 mod high."""
-    return (np.uint64(2**32) - high) % high
-
-
-def _lemire_rejects(product: np.ndarray, threshold: np.ndarray | int) -> np.ndarray:
-    """Where Lemire's bounded-integer method draws again: the product of a uint32 word and
-    the bound has its lower word below the bound's `_lemire_threshold` (about bound / 2^32
-    of draws)."""
-    return product.view(np.uint32)[::2] < threshold  # (lower words first, as random_raw's)
-
-
-def _sbm_plan(
-    sizes: tuple[int, ...], mean_degree: float, homophily: float
-) -> tuple[list[tuple[int, float, int]], list[int], list[int]]:
-    """`block_pairs` over one world's block sizes (one per group, zeros included), as
-    `_sbm_draws` takes them: per pair (node pairs, edge probability, how many of its two
-    ends draw a bounded integer: a block of one draws nothing), then each pair's groups."""
-    labels = [g for g, size in enumerate(sizes) if size]
-    plan = block_pairs([sizes[g] for g in labels], mean_degree, homophily)
-    draws = [(pairs, p, (sizes[labels[i]] > 1) + (sizes[labels[j]] > 1)) for i, j, pairs, p in plan]
-    return draws, [labels[i] for i, *_ in plan], [labels[j] for _, j, *_ in plan]
-
-
-def _sbm_draws(
-    rng: np.random.Generator,
-    draws: list[tuple[int, float, int]],
-    buffered: bool,
-    raws: list[np.ndarray],
-    edges: list[int],
-) -> tuple[int, bool, bool]:
-    """One world's `stochastic_block_model` draws, in numpy's order: per block pair of
-    `_sbm_plan` a binomial edge count (appended to `edges`), then its ends' bounded
-    integers as uint32 words. PCG64 hands out each uint64 as its lower, then its upper
-    half, keeping the upper one buffered for the next 32-bit draw (doubles do not touch
-    it): the words are the buffered one (if `buffered`) then the halves of the raw
-    uint64s appended to `raws`. Returns how many halves were drawn, whether the buffered
-    word was used, and whether one is buffered after."""
-    binomial, random_raw = rng.binomial, rng.bit_generator.random_raw
-    halves, used = 0, False
-    for pairs, p, ends in draws:
-        m = binomial(pairs, p)
-        edges.append(m)
-        k = m * ends
-        if k:
-            if buffered:
-                used |= not halves
-                k -= 1
-            if k:
-                raws.append(random_raw((k + 1) // 2))
-                halves += k + k % 2
-            buffered = k % 2 == 1
-    return halves, used, buffered
-
-
-def _stream_words(
-    raws: list[np.ndarray], insert_at: list[int], insert_word: list[int], drop: list[int]
-) -> tuple[np.ndarray, list[int]]:
-    """The uint32 words of several worlds' `_sbm_draws`: the halves of `raws` (lower
-    first) without those at `drop` (each world's last, where it stays buffered: returned
-    too), with each world's buffered word from before inserted at `insert_at`."""
-    halves = np.concatenate(raws).view(np.uint32) if raws else np.zeros(0, np.uint32)
-    left = halves[drop].tolist()
-    if drop:
-        keep = np.ones(len(halves), bool)
-        keep[drop] = False
-        halves = halves[keep]
-    if insert_at:
-        halves = np.insert(halves, insert_at, np.array(insert_word, np.uint32))
-    return halves, left

@@ -29,7 +29,7 @@ __all__ = ["RecourseParallelEnv", "env", "parallel_env"]
 class _MultiCollectiveEnv(RecourseEnv):
     """A `RecourseEnv` whose round takes one action per controlled population."""
 
-    _single_controlled: ClassVar[bool] = False
+    single_controlled: ClassVar[bool] = False
 
 
 class RecourseParallelEnv(ParallelEnv):
@@ -129,18 +129,18 @@ class RecourseParallelEnv(ParallelEnv):
 
     def _observations(self) -> dict[str, np.ndarray]:
         env = self.env
-        c = env._cohort
+        c = env.state.cohort
         assert c is not None
-        shared = env._observation()
-        proba, favourable = env._honest_decisions(c)
+        shared = env.observation()
+        proba, favourable = env.honest_decisions(c)
         out = {}
         for agent in self.agents:
             spec = self._query(agent)
-            mask = env._query_mask(spec, c)
+            mask = env.query_mask(spec, c)
             if mask.any():
                 got = favourable if spec.goal == env.favourable else proba.argmax(1) == spec.goal
                 stats = [got[mask].mean(), proba[mask, spec.goal].mean(), mask.mean()]
-                z = (c.report[mask].mean(0) - env._feature_mean) / env._feature_scale
+                z = (c.report[mask].mean(0) - env.state.feature_mean) / env.state.feature_scale
             else:
                 stats, z = [0.0, 0.0, 0.0], np.zeros(env.n_features)
             obs = np.concatenate([shared, stats, np.clip(z, -FEATURE_BOUND, FEATURE_BOUND)])
@@ -179,7 +179,7 @@ class RecourseParallelEnv(ParallelEnv):
             raise ConfigError(
                 f"actions for unknown agents {sorted(unknown)} (agents: {self.agents})"
             )
-        _, _, _, truncated, info = self.env._play_round(checked, None)
+        _, _, _, truncated, info = self.env.play_round(checked, None)
         lam = self.env.scenario.reward.cost_weight
         rewards, infos = {}, {}
         for agent in self.agents:
@@ -203,9 +203,9 @@ class RecourseParallelEnv(ParallelEnv):
 
     def state(self) -> np.ndarray:
         """The shared observation (the `RecourseEnv` one)."""
-        if self.env._cohort is None:
+        if self.env.state.cohort is None:
             raise ResetNeeded("call reset() before state()")
-        return self.env._observation()
+        return self.env.observation()
 
     def render(self) -> str | None:
         return self.env.render()

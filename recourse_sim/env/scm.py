@@ -42,6 +42,7 @@ import numpy as np
 
 from recourse_sim.budget import MAX_MAGNITUDE
 from recourse_sim.errors import ConfigError
+from recourse_sim.scenarios.world import MAX_DEPTH, MAX_NODES
 
 __all__ = [
     "LINKS",
@@ -52,13 +53,6 @@ __all__ = [
     "Noise",
     "StructuralCausalModel",
 ]
-
-# nodes a model may have, the label included: the label's median threshold alone is
-# taken over 100,000 people x every node (0.16 GB at 200 nodes), each a column of floats
-MAX_NODES = 200
-# nodes on the longest chain of causes: each link of a chain can scale the values and
-# their rounding errors again, and a counterfactual replays the whole chain
-MAX_DEPTH = 100
 
 
 def _cube_root(x: np.ndarray) -> np.ndarray:
@@ -251,27 +245,3 @@ def _topological_order(parents: list[tuple[int, ...]]) -> list[int]:
     except nx.NetworkXUnfeasible:
         stuck = nx.find_cycle(graph)[0][0]
         raise ValueError(f"cycle through node {stuck}") from None
-
-
-def _parent_graph(graph: dict[str, list[str]]) -> nx.DiGraph:
-    """`graph` (node -> parents) as a networkx graph with an edge node -> parent."""
-    out = nx.DiGraph()
-    out.add_nodes_from(graph)
-    out.add_edges_from((node, parent) for node, ps in graph.items() for parent in ps)
-    return out
-
-
-def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
-    """A cycle of `graph` (node -> parents) as a list of names, each followed by one of
-    its parents and ending where it began, or None if it is a DAG. Iterative: a chain
-    of any length is searched without recursion."""
-    try:
-        edges = nx.find_cycle(_parent_graph(graph))
-    except nx.NetworkXNoCycle:
-        return None
-    return [edges[0][0], *(parent for _, parent in edges)]
-
-
-def longest_chain(graph: dict[str, list[str]]) -> list[str]:
-    """The longest chain of causes of a DAG `graph` (node -> parents), cause first."""
-    return list(reversed(nx.dag_longest_path(_parent_graph(graph))))

@@ -277,7 +277,7 @@ class Learner(ABC):
         self, state: State, X: np.ndarray, goal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """Per-row goal cross-entropy −log p(goal | x) (probability clamped at 1e-300, as
-        `recourse_sim.recourse.individual.goal_loss`) and its gradient in x, on float64
+        `recourse_sim.recourse.linear_program.goal_loss`) and its gradient in x, on float64
         numpy arrays (the state's entries may be torch tensors or their numpy views);
         None (the default) where the learner has no closed form, so callers take
         autograd through `proba_fn`."""
@@ -505,3 +505,33 @@ def _param_names(init) -> tuple[str, ...]:
             if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         )
     )
+
+
+def check_recourse_training(learner: Learner) -> None:
+    """Validate a learner's recourse-training options; raise ConfigError naming the bad one.
+
+    Reads ``recourse_loss_weight`` (λ ≥ 0), ``action_set`` (an `ActionSet` over the
+    learner's ``n_features_in_`` features; required when λ > 0) and ``recourse_goal`` (a
+    class index). Called by the learners' ``fit`` once the data fixed d and k.
+    """
+    lam = learner.recourse_loss_weight
+    check_positive("recourse_loss_weight", lam, allow_zero=True)
+    action_set = learner.action_set
+    # (duck-typed: the learners sit below recourse_sim.recourse and do not import it)
+    if action_set is not None and not callable(getattr(action_set, "recourse_delta", None)):
+        raise ConfigError(
+            f"action_set must be a recourse_sim.recourse.ActionSet or None, "
+            f"got {type(action_set).__name__}"
+        )
+    if lam > 0 and action_set is None:
+        raise ConfigError(
+            f"recourse_loss_weight={lam!r} needs an action_set (the actionable polytope Δ)"
+        )
+    if action_set is not None and action_set.n_features != learner.n_features_in_:
+        raise ConfigError(
+            f"action_set has {action_set.n_features} features, X has {learner.n_features_in_}"
+        )
+    goal = learner.recourse_goal
+    n_classes = len(learner.classes_)
+    if not (isinstance(goal, Integral) and not isinstance(goal, bool) and 0 <= goal < n_classes):
+        raise ConfigError(f"recourse_goal={goal!r} must be a class index in 0..{n_classes - 1}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.linalg import block_diag
-from scipy.linalg.lapack import dpotrf, dpotrs
+from scipy.linalg.lapack import dpotrs
 from scipy.special import logsumexp, softmax
 
 from recourse_sim.lazy import LazyModule
@@ -17,8 +17,23 @@ from recourse_sim.learners.base import (
     LowRankGradient,
     State,
     check_positive,
+    check_recourse_training,
     first_memory,
     remember,
+)
+from recourse_sim.learners.logistic_math import (
+    ARMIJO,
+    F_SLACK,
+    MIN_STEP,
+    as_numpy,
+    binary_goal_loss,
+    cholesky,
+    one_class,
+    scaled,
+    sigmoid,
+    softplus,
+    softplus_sigmoid,
+    standardisation,
 )
 
 if TYPE_CHECKING:
@@ -26,11 +41,6 @@ if TYPE_CHECKING:
 else:  # imported on first use: checking a scenario builds learners without torch
     torch = LazyModule("torch", globals())
 
-# Armijo constant and smallest step fraction of the backtracking line search.
-_ARMIJO = 1e-4
-_MIN_STEP = 1e-10
-# Relative slack of the Armijo test, a few float64 roundings of the risk.
-_F_SLACK = 1e-13
 # Newton keeps its Hessian factor for the next step when the step was at most this
 # (relative to 1 + max |θ|) and θ has at least this many entries (m·D).
 _LAG_STEP = 0.02
@@ -56,85 +66,6 @@ class ConvergenceWarning(UserWarning):
 
 class SingleClassWarning(UserWarning):
     """A refit's rows hold one class only; the learner kept its previous parameters."""
-
-
-def _standardisation(X: torch.Tensor) -> State:
-    """``x_shift`` (means) and ``x_scale`` (population SDs, 1 for a constant feature) of X."""
-    X = X.detach().to(torch.float64)
-    scale = X.std(0, correction=0)
-    return {"x_shift": X.mean(0), "x_scale": torch.where(scale > 0, scale, torch.ones_like(scale))}
-
-
-def _scaled(scaling: State, X: torch.Tensor) -> torch.Tensor:
-    """X standardised with ``x_shift``/``x_scale`` of `scaling` (X itself without them)."""
-    if "x_scale" not in scaling:
-        return X
-    return (X - scaling["x_shift"]) / scaling["x_scale"]
-
-
-def _numpy(value) -> np.ndarray:
-    """A state entry as a numpy array (torch tensors by a zero-copy view)."""
-    return value.detach().numpy() if isinstance(value, torch.Tensor) else value
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    """The logistic function, exp taken of −|z| only (no overflow); faster than expit."""
-    return _sigmoid_of(z, np.exp(-np.abs(z)))
-
-
-def _sigmoid_of(z: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """The logistic function of z from e = exp(−|z|): 1 / (1 + e) where z ≥ 0, else
-    e / (1 + e). The numerator is picked by 0/1 masks rather than np.where (branchy on
-    mixed signs, and twice as slow); the numbers are the same, NaN included."""
-    nonnegative = z >= 0
-    s = e * ~nonnegative
-    s += nonnegative
-    s /= 1.0 + e
-    return s
-
-
-def _one_class(y: torch.Tensor) -> bool:
-    """Whether the labels y hold one class at most (numpy: cheaper than torch on a
-    round's worth)."""
-    y = y.detach().numpy()
-    return len(y) == 0 or bool((y == y[0]).all())
-
-
-def _binary_goal_loss(p1: np.ndarray, goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the goal cross-entropy −log p(goal) of a binary model with P(class 1) =
-    p1 (the probability clamped at 1e-300) and its derivative in the logit (0 below the
-    clamp, which has no gradient)."""
-    p_goal = np.where(goal == 1, p1, 1.0 - p1)
-    residual = np.where(p_goal < 1e-300, 0.0, p1 - (goal == 1))
-    return -np.log(np.maximum(p_goal, 1e-300)), residual
-
-
-def _softplus(z: np.ndarray) -> np.ndarray:
-    """log(1 + exp(z)) without overflow."""
-    return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
-
-
-def _softplus_sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_softplus` and `_sigmoid` of z (the same numbers) from one exp."""
-    e = np.exp(-np.abs(z))
-    return np.maximum(z, 0.0) + np.log1p(e), _sigmoid_of(z, e)
-
-
-def _cholesky(H: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor of the Hessian; adds a growing ridge if H is numerically
-    singular (e.g. separable data drive p(1 − p) and so the unpenalised intercept's
-    curvature to 0). LAPACK's dpotrf directly: numpy's wrapper costs more than the
-    factorisation of a small Hessian."""
-    L, info = dpotrf(H, lower=1, clean=1)
-    if info == 0:
-        return L
-    ridge = 1e-12 * (1.0 + np.abs(H.diagonal()).max())
-    eye = np.eye(len(H))
-    while True:
-        L, info = dpotrf(H + ridge * eye, lower=1, clean=1)
-        if info == 0:
-            return L
-        ridge *= 10.0
 
 
 class LogisticRegression(Learner):
@@ -272,14 +203,11 @@ class LogisticRegression(Learner):
         check_positive("tol", self.tol)
         check_positive("max_iter", self.max_iter, integer=True)
         self._check_window()
-        # imported here: recourse_sim.recourse imports the learners
-        from recourse_sim.recourse.ross import check_recourse_training
-
         check_recourse_training(self)
 
     # -- the model -------------------------------------------------------------------
     def proba_fn(self, state: State, X: torch.Tensor) -> torch.Tensor:
-        logits = _scaled(state, X.to(torch.float64)) @ state["coef"].T + state["intercept"]
+        logits = scaled(state, X.to(torch.float64)) @ state["coef"].T + state["intercept"]
         if logits.shape[1] == 1:
             p1 = torch.sigmoid(logits)
             return torch.cat([1 - p1, p1], dim=1)
@@ -295,24 +223,24 @@ class LogisticRegression(Learner):
     def proba_np(self, state: State, X: np.ndarray) -> np.ndarray:
         logits = self._logits_np(state, X)
         if logits.shape[1] == 1:
-            p1 = _sigmoid(logits)
+            p1 = sigmoid(logits)
             return np.concatenate([1.0 - p1, p1], axis=1)
         return softmax(logits, axis=1)
 
     def _logits_np(self, state, X: np.ndarray) -> np.ndarray:
         """Logits of X under `state` (torch tensors or their numpy views)."""
         if "x_scale" in state:
-            X = (X - _numpy(state["x_shift"])) / _numpy(state["x_scale"])
-        return X @ _numpy(state["coef"]).T + _numpy(state["intercept"])
+            X = (X - as_numpy(state["x_shift"])) / as_numpy(state["x_scale"])
+        return X @ as_numpy(state["coef"]).T + as_numpy(state["intercept"])
 
     def goal_loss_grad(
         self, state: State, X: np.ndarray, goal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         # numpy: on the small batches of individual recourse torch is mostly overhead
-        coef = _numpy(state["coef"])
+        coef = as_numpy(state["coef"])
         logits = self._logits_np(state, X)
         if coef.shape[0] == 1:
-            loss, residual = _binary_goal_loss(_sigmoid(logits[:, 0]), goal)
+            loss, residual = binary_goal_loss(sigmoid(logits[:, 0]), goal)
             residual = residual[:, None]
         else:
             rows = np.arange(len(X))
@@ -323,19 +251,19 @@ class LogisticRegression(Learner):
             loss = -np.log(np.maximum(p_goal, 1e-300))
         grad = residual @ coef
         if "x_scale" in state:
-            grad /= _numpy(state["x_scale"])
+            grad /= as_numpy(state["x_scale"])
         return loss, grad
 
     def goal_margin_coef(self, state: State, goal: np.ndarray) -> np.ndarray | None:
-        coef = _numpy(state["coef"])
+        coef = as_numpy(state["coef"])
         if coef.shape[0] != 1:  # softmax: the goal's loss depends on every logit
             return None
         # the margin is the logit (goal 1) or minus it (goal 0), in the units of x
-        c = coef[0] / _numpy(state["x_scale"]) if "x_scale" in state else coef[0]
+        c = coef[0] / as_numpy(state["x_scale"]) if "x_scale" in state else coef[0]
         return np.where(goal[:, None] == 1, c, -c)
 
     def goal_margin(self, state: State, X: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
-        if _numpy(state["coef"]).shape[0] != 1:
+        if as_numpy(state["coef"]).shape[0] != 1:
             return None
         logit = self._logits_np(state, np.asarray(X, dtype=np.float64))[:, 0]
         return np.where(goal == 1, logit, -logit)
@@ -392,10 +320,10 @@ class LogisticRegression(Learner):
         P = None
         if theta.shape[0] == 1:
             if with_proba:
-                softplus, P = _softplus_sigmoid(logits)
+                soft, P = softplus_sigmoid(logits)
             else:
-                softplus = _softplus(logits)
-            loss = softplus - Y * logits
+                soft = softplus(logits)
+            loss = soft - Y * logits
         else:
             loss = logsumexp(logits, axis=1, keepdims=True) - (Y * logits).sum(1, keepdims=True)
             P = softmax(logits, axis=1) if with_proba else None
@@ -412,7 +340,7 @@ class LogisticRegression(Learner):
     def _proba_rows(self, theta, Z, logits=None) -> np.ndarray:
         """P (n, m): the sigmoid (one logit) or softmax of the logits Z θᵀ."""
         logits = Z @ theta.T if logits is None else logits
-        return _sigmoid(logits) if theta.shape[0] == 1 else softmax(logits, axis=1)
+        return sigmoid(logits) if theta.shape[0] == 1 else softmax(logits, axis=1)
 
     def _grad_np(self, theta, Z, Y, weight=None, P=None) -> np.ndarray:
         """`_grad` on float64 numpy arrays (`P` = `_proba_rows` at θ if already known)."""
@@ -489,9 +417,9 @@ class LogisticRegression(Learner):
         contracts fast), and the binary case forms them in float32 (while the steps
         keep shrinking). The factor returned is always formed at θ* in float64, as the
         implicit hypergradient needs."""
-        theta = _numpy(theta).copy()
-        Z, Y = _numpy(Z), _numpy(Y)
-        weight = None if weight is None else _numpy(weight)
+        theta = as_numpy(theta).copy()
+        Z, Y = as_numpy(Z), as_numpy(Y)
+        weight = None if weight is None else as_numpy(weight)
         if Z.shape[1] <= _SMALL_DESIGN:
             # few columns: BLAS runs the products below twice as fast on a
             # column-major Z (one copy here)
@@ -506,7 +434,7 @@ class LogisticRegression(Learner):
         for _ in range(self.max_iter):
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1)
             if not reuse:
-                L = _cholesky(self._hessian(theta, Z, weight, P, single=use32))
+                L = cholesky(self._hessian(theta, Z, weight, P, single=use32))
                 fresh = not use32
             step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)  # solves L Lᵀ step = g
             step_size = float(np.abs(step).max())
@@ -528,14 +456,14 @@ class LogisticRegression(Learner):
                 # halving goes on while the trial move is above tolerance: from a start
                 # where every probability saturates (a warm start far from the new
                 # rows' optimum), the Hessian is nearly singular and the full step is
-                # enormous, so t must get far below _MIN_STEP before a trial is sane
-                while t > _MIN_STEP or t * step_size > self.tol * scale:
+                # enormous, so t must get far below MIN_STEP before a trial is sane
+                while t > MIN_STEP or t * step_size > self.tol * scale:
                     trial = theta - t * step
                     trial_logits = Z @ trial.T
                     f_new, P_new = self._risk_np(trial, Z, Y, weight, trial_logits, with_proba=True)
                     # The slack accepts steps whose decrease is below float64
                     # resolution of f (near the optimum the full step is right).
-                    if f_new <= f - _ARMIJO * t * decrease + _F_SLACK * abs(f):
+                    if f_new <= f - ARMIJO * t * decrease + F_SLACK * abs(f):
                         break
                     t *= 0.5
                 else:
@@ -559,7 +487,7 @@ class LogisticRegression(Learner):
         P, the gradient g at θ* and the `step` taken with L (used if L is fresh)."""
         P = self._proba_rows(theta, Z) if P is None else P
         if not fresh:
-            L = _cholesky(self._hessian(theta, Z, weight, P))
+            L = cholesky(self._hessian(theta, Z, weight, P))
             step = None
         if step is None:
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1) if g is None else g
@@ -573,17 +501,15 @@ class LogisticRegression(Learner):
         """δ* of every row of X under θ (detached; in the units of X), or None when λ = 0."""
         if self.recourse_loss_weight == 0:
             return None
-        from recourse_sim.recourse.ross import recourse_delta  # (import cycle, see above)
-
         state = {**self._unpack(theta), **scaling}
-        return recourse_delta(self, state, X, self.action_set, self.recourse_goal)
+        return self.action_set.recourse_delta(self, state, X, self.recourse_goal)
 
     def _rows(self, X: torch.Tensor, Y: torch.Tensor, delta: torch.Tensor | None, scaling: State):
         """The rows of the risk: (Z, Y, weight) for X, plus, with δ*, the rows X + δ* at
         the recourse goal with weight λ (weight None: plain, unit weights); Z is the
         design matrix of the (standardised, with `scaling`) features."""
         if delta is None:
-            return self._design(_scaled(scaling, X)), Y, None
+            return self._design(scaled(scaling, X)), Y, None
         goals = torch.full((len(X),), self.recourse_goal, dtype=torch.long)
         Y_goal = self._targets(goals, Y.shape[1])
         weight = torch.cat(
@@ -592,7 +518,7 @@ class LogisticRegression(Learner):
                 torch.full((len(X),), float(self.recourse_loss_weight), dtype=torch.float64),
             ]
         )
-        Z = self._design(_scaled(scaling, torch.cat([X, X + delta])))
+        Z = self._design(scaled(scaling, torch.cat([X, X + delta])))
         return Z, torch.cat([Y, Y_goal]), weight
 
     def _solve(
@@ -642,7 +568,7 @@ class LogisticRegression(Learner):
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         k = len(self.classes_)
         m = 1 if k == 2 else k
-        scaling = _standardisation(X) if self.standardize else {}
+        scaling = standardisation(X) if self.standardize else {}
         theta0 = torch.zeros((m, X.shape[1] + int(self.fit_intercept)), dtype=torch.float64)
         state = self._unpack(self._solve(theta0, X, y, scaling))
         state.update(scaling)
@@ -675,7 +601,7 @@ class LogisticRegression(Learner):
             new = self._unpack(theta)
         else:
             X_mem, y_mem, sizes = remember(state, X, y, self.window)
-            if _one_class(y_mem):
+            if one_class(y_mem):
                 # One class only: no finite optimum (the intercept runs off to ±∞).
                 new = self._unpack(theta)
             else:
@@ -700,7 +626,7 @@ class LogisticRegression(Learner):
         ):
             return None
         scaling = {key: state[key] for key in _SCALING if key in state}
-        X_np = _numpy(X).astype(np.float64, copy=False)
+        X_np = as_numpy(X).astype(np.float64, copy=False)
         n, d = X_np.shape
         # the design matrix straight in numpy, column-major: Newton's products Zθ and
         # rᵀZ run about twice as fast on it (one BLAS pass per column) at d = 100 as on
@@ -710,12 +636,12 @@ class LogisticRegression(Learner):
         if delta is None:
             Z[:, :-1] = X_np
         else:
-            np.add(X_np, _numpy(delta), out=Z[:, :-1])
+            np.add(X_np, as_numpy(delta), out=Z[:, :-1])
         Z[:, -1] = 1.0
         new_rows = torch.from_numpy(Z)[:, :-1]
         X_mem, y_mem, sizes = remember(state, new_rows, y, self.window, copy=False)
         memory = {"X_mem": X_mem, "y_mem": y_mem, "round_sizes": sizes, **scaling}
-        if _one_class(y_mem):
+        if one_class(y_mem):
             return {**self._unpack(self._pack(state)), **memory}, None  # θ kept
         if scaling or X_mem is not new_rows:  # older rows or standardised: a new design
             X_all = X_mem.numpy()
@@ -727,7 +653,7 @@ class LogisticRegression(Learner):
                 Z[:, :-1] = X_all
             Z[:, -1] = 1.0
         first = state if start is None else start
-        first = np.concatenate([_numpy(first["coef"]), _numpy(first["intercept"])[:, None]], 1)
+        first = np.concatenate([as_numpy(first["coef"]), as_numpy(first["intercept"])[:, None]], 1)
         Y = y_mem.numpy()[:, None]
         theta_star, L, P, step = self._newton(first, Z, Y, factor=factor)
         # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)
@@ -771,8 +697,8 @@ class LogisticRegression(Learner):
         th = self._pack(new).numpy()
         scaling = {key: state[key] for key in _SCALING if key in state}
         # ∂loss/∂θ of the mean goal cross-entropy of the queries, at θ⁺
-        Zq = self._design(_scaled(scaling, queries.to(torch.float64))).numpy()
-        losses, residual = _binary_goal_loss(_sigmoid(Zq @ th[0]), goal.numpy())
+        Zq = self._design(scaled(scaling, queries.to(torch.float64))).numpy()
+        losses, residual = binary_goal_loss(sigmoid(Zq @ th[0]), goal.numpy())
         v = dpotrs(L.numpy(), (residual / len(Zq)) @ Zq, lower=1)[0]
         rows = Z[len(Z) - len(X) :]  # this round's rows, the ones X moves
         p = P[len(Z) - len(X) :, 0]
@@ -793,7 +719,7 @@ class LogisticRegression(Learner):
         parameters were kept."""
         super().update(X, y, start)
         y_mem = self.state_.get("y_mem")
-        if y_mem is not None and len(y_mem) and _one_class(y_mem):
+        if y_mem is not None and len(y_mem) and one_class(y_mem):
             rounds = len(self.state_["round_sizes"])
             warnings.warn(
                 f"LogisticRegression: the {len(y_mem)} rows of this refit ({len(y)} new, "
@@ -803,255 +729,3 @@ class LogisticRegression(Learner):
                 stacklevel=2,
             )
         return self
-
-
-# `newton_refit_batch` takes full steps untested once they halve and the last was at
-# most this (relative to 1 + max |θ|): each risk test costs about a Newton iteration.
-_UNTESTED_BATCH = 0.1
-
-
-def newton_refit_batch(
-    theta: np.ndarray,
-    Zt: np.ndarray,
-    y: np.ndarray,
-    C: float,
-    tol: float,
-    max_iter: int,
-    rows: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Binary L2 logistic refits of B independent worlds at once: the refit that
-    `LogisticRegression._numpy_refit` solves for one world (two classes; `Zt` (B, D, n)
-    the transposed design matrices, the intercept's row of ones last and unpenalised;
-    labels `y` (B, n) in {0, 1}; Newton from `theta` (B, D)), as one batched pass per
-    iteration.
-
-    Each world takes its own damped Newton steps, as the single refit does (Armijo
-    backtracking, full steps untested once they contract fast, the same tolerance test:
-    the step at most ``tol · (1 + max |θ|)``) until it converges; then, as the single
-    refit, θ⁺ = θ* − H⁻¹∇R(θ*), one more Newton step from the solution. The minimiser
-    is unique and both end one quadratically convergent step past tolerance, so they
-    agree to rounding whatever their paths. Worlds whose rows hold one class keep their
-    θ (no finite optimum), as the single learner does. Returns (θ⁺ (B, D), kept (B,)
-    bool: one class, θ kept).
-
-    `rows` (B, n) bool: each world's rows where worlds have different numbers of them
-    (None: all n rows are every world's); the columns of `Zt` past a world's rows must
-    be 0 (the intercept's too), so that they add nothing to the gradient or Hessian."""
-    theta = np.array(theta, dtype=np.float64)
-    B, D, n = Zt.shape
-    y = y.astype(np.float64)
-    if rows is None:
-        one_class = (y == y[:, :1]).all(1) if n else np.ones(B, bool)
-    else:  # (a world without rows holds one class at most too)
-        has_one = (rows & (y == 1.0)).any(1)
-        has_zero = (rows & (y == 0.0)).any(1)
-        one_class = ~(has_one & has_zero)
-    out = theta.copy()
-    penalised = np.ones(D)
-    penalised[-1] = 0.0  # the intercept
-    outer, fill = _hessian_products(Zt)
-    # the Hessian (flattened) in one buffer: every entry is rewritten each iteration
-    H = np.empty((B, D * D))
-    diagonal = np.arange(D - 1) * (D + 1)  # the penalised diagonal's flat positions
-    identity = np.eye(D).ravel()
-    todo = ~one_class  # worlds still iterating
-    th = theta
-    f = np.full(B, np.nan)  # the risk at θ where known
-    previous = np.full(B, np.inf)  # each world's last full step (inf: none or damped)
-    logits = None  # θ's logits when the last iteration computed them
-    for _ in range(max_iter):
-        if not todo.any():
-            break
-        if logits is None:
-            logits = np.matmul(th[:, None, :], Zt)[:, 0]
-        # torch's sigmoid: a third of numpy's time here (its rounding differs; only the
-        # path to θ* sees it)
-        P = torch.sigmoid(torch.from_numpy(logits)).numpy()
-        g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0] + penalised * th
-        entries = C * np.matmul(outer, (P * (1.0 - P))[:, :, None])[..., 0]
-        np.take(entries, fill, axis=1, out=H)
-        H[:, diagonal] += 1.0
-        H[~todo] = identity  # finished worlds: any solvable system
-        step = np.linalg.solve(H.reshape(B, D, D), g[:, :, None])[..., 0]
-        step_size = np.abs(step).max(1)
-        scale = 1.0 + np.abs(th).max(1)
-        done = todo & (step_size <= tol * scale)
-        np.subtract(th, step, out=out, where=done[:, None])
-        todo &= ~done
-        # full steps contracting fast near θ*: taken untested (from further out than the
-        # single refit dares, which only changes the path: θ* is unique)
-        untested = todo & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_BATCH * scale)
-        tested = todo & ~untested
-        t = todo.astype(np.float64)
-        if tested.any():
-            unknown = np.flatnonzero(tested & np.isnan(f))
-            if len(unknown):
-                f[unknown] = _risk_of(unknown, th, logits, y, C, penalised, rows)
-            decrease = (g * step).sum(1)
-            # the full step of every world at once, then halving where it fails
-            pending = np.flatnonzero(tested)
-            trial = th - step
-            trial_logits = np.matmul(trial[:, None, :], Zt)[:, 0]
-            f_trial = _risk_of(pending, trial, trial_logits, y, C, penalised, rows)
-            while len(pending):
-                # the slack accepts decreases below float64 resolution of f
-                ok = f_trial <= (
-                    f[pending] - _ARMIJO * t[pending] * decrease[pending]
-                ) + _F_SLACK * np.abs(f[pending])
-                f[pending[ok]] = f_trial[ok]
-                rejected = pending[~ok]
-                t[rejected] *= 0.5
-                stuck = rejected[t[rejected] <= _MIN_STEP]
-                if len(stuck):  # no further decrease in float64: at the optimum
-                    out[stuck] = th[stuck] - step[stuck]
-                    todo[stuck] = False
-                    t[stuck] = 0.0
-                pending = rejected[t[rejected] > _MIN_STEP]
-                if len(pending):
-                    trial_p = th[pending] - t[pending, None] * step[pending]
-                    lg = np.matmul(trial_p[:, None, :], Zt[pending])[:, 0]
-                    f_trial = _risk_batch(
-                        trial_p,
-                        lg,
-                        y[pending],
-                        C,
-                        penalised,
-                        None if rows is None else rows[pending],
-                    )
-        f[untested] = np.nan  # R is evaluated when needed
-        th = th - t[:, None] * step
-        # every world still iterating took its full step: θ - step, the trial's logits
-        logits = trial_logits if tested.any() and (t[todo] == 1.0).all() else None
-        previous = np.where(t == 1.0, step_size, np.inf)
-    else:
-        if todo.any():
-            warnings.warn(
-                f"LogisticRegression: Newton did not converge in max_iter={max_iter} "
-                f"iterations in {int(todo.sum())} of {B} worlds",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-            out[todo] = th[todo]
-    return out, one_class
-
-
-def _hessian_products(Zt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows' products zₐ zᵦ (a <= b) of each world's design, (B, D (D + 1) / 2, n),
-    so that the Hessian's distinct entries Σᵢ cᵢ zᵢₐ zᵢᵦ are one product with c; and for
-    each entry of the flattened (D, D) Hessian, its distinct entry's index."""
-    B, D, n = Zt.shape
-    upper_a, upper_b = np.triu_indices(D)
-    outer = np.empty((B, len(upper_a), n))
-    # row by row of the upper triangle: zₐ times all zᵦ from a on (as many multiplies
-    # as features; a fancy-indexed product is 40 times slower)
-    start = 0
-    for a in range(D):
-        np.multiply(Zt[:, a : a + 1], Zt[:, a:], out=outer[:, start : start + D - a])
-        start += D - a
-    fill = np.empty((D, D), np.intp)
-    fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
-    return outer, fill.ravel()
-
-
-# torch's elementwise kernels round a vector block and a scalar tail differently: a risk
-# of some worlds is computed, with zeros padded to a whole number of these blocks, only
-# when the whole stack is such a number too (then every element is in a block both ways)
-_TORCH_BLOCK = 64
-
-
-def _risk_of(which, theta, logits, y, C: float, penalised: np.ndarray, rows=None) -> np.ndarray:
-    """``_risk_batch(theta, logits, y, ...)[which]`` (bit for bit) for indices `which`:
-    only those worlds' risks when that is the same arithmetic."""
-    B, n = logits.shape
-    if 2 * len(which) > B or (B * n) % _TORCH_BLOCK:  # (most worlds: the copies cost more)
-        return _risk_batch(theta, logits, y, C, penalised, rows)[which]
-    size = len(which) * n
-    padded = np.zeros(-(-size // _TORCH_BLOCK) * _TORCH_BLOCK)
-    lg = padded[:size].reshape(len(which), n)
-    np.take(logits, which, axis=0, out=lg)
-    softplus = torch.nn.functional.softplus(torch.from_numpy(padded)).numpy()[:size]
-    return _risk_from(
-        theta[which],
-        lg,
-        softplus.reshape(len(which), n),
-        y[which],
-        C,
-        penalised,
-        None if rows is None else rows[which],
-    )
-
-
-def _risk_batch(theta, logits, y, C: float, penalised: np.ndarray, rows=None) -> np.ndarray:
-    """`LogisticRegression._risk_np` of each world (binary, intercept last): (B,);
-    `rows` (B, n) bool: each world's rows (None: all)."""
-    softplus = torch.nn.functional.softplus(torch.from_numpy(logits)).numpy()
-    return _risk_from(theta, logits, softplus, y, C, penalised, rows)
-
-
-def _risk_from(theta, logits, softplus, y, C: float, penalised: np.ndarray, rows) -> np.ndarray:
-    """`_risk_batch` given the logits' softplus."""
-    loss = softplus - y * logits
-    if rows is not None:
-        loss = loss * rows
-    loss = loss.sum(1)
-    return 0.5 * ((theta * penalised) ** 2).sum(1) + C * loss
-
-
-def fit_batch(
-    learners: list[LogisticRegression], data: list[tuple[np.ndarray, np.ndarray]]
-) -> None:
-    """`fit` each learner on its own (X, y), the binary ones in one batched Newton pass:
-    `newton_refit_batch` from θ = 0 (the single fit's start) on each one's design matrix,
-    standardised as its `fit` would (`_standardisation`), rows of zeros padding the
-    shorter ones. Each learner ends as its `fit` leaves it (the state's every entry,
-    ``classes_``, ``n_features_in_``), its θ the single fit's to rounding: the minimiser
-    is unique and both end one Newton step past tolerance.
-
-    Fitted by their own `fit` instead: learners other than binary, intercept-fitting
-    ones without a recourse loss; rows of one class (the single fit has no finite
-    optimum there, and its own iterations decide where it stops); and solver settings
-    (C, tol, max_iter) other than the first batched learner's."""
-    batch: list[tuple[LogisticRegression, torch.Tensor, torch.Tensor, State]] = []
-    for learner, (X, y) in zip(learners, data, strict=True):
-        X_t, y_t = learner._validate(X, y, first=True)
-        learner._check_params()
-        settings = (learner.C, learner.tol, learner.max_iter)
-        if (
-            len(learner.classes_) != 2
-            or not learner.fit_intercept
-            or learner.recourse_loss_weight != 0
-            or _one_class(y_t)
-            or (batch and settings != (batch[0][0].C, batch[0][0].tol, batch[0][0].max_iter))
-        ):
-            learner.fit(X, y)
-            continue
-        scaling = _standardisation(X_t) if learner.standardize else {}
-        batch.append((learner, X_t, y_t, scaling))
-    if not batch:
-        return
-    longest = max(len(y_t) for _, _, y_t, _ in batch)
-    d = batch[0][1].shape[1]
-    Zt = np.zeros((len(batch), d + 1, longest))  # the design matrices, transposed
-    Y = np.zeros((len(batch), longest))
-    rows = np.zeros((len(batch), longest), bool)
-    for k, (_learner, X_t, y_t, scaling) in enumerate(batch):
-        m = len(y_t)
-        Zt[k, :d, :m] = _scaled(scaling, X_t).numpy().T  # as `_rows`
-        Zt[k, d, :m] = 1.0
-        Y[k, :m], rows[k, :m] = y_t.numpy(), True
-    first = batch[0][0]
-    theta, _ = newton_refit_batch(
-        np.zeros((len(batch), d + 1)),
-        Zt,
-        Y,
-        first.C,
-        first.tol,
-        first.max_iter,
-        rows=None if rows.all() else rows,
-    )
-    for k, (learner, X_t, y_t, scaling) in enumerate(batch):
-        state = learner._unpack(torch.from_numpy(theta[k : k + 1].copy()))  # as `_init_state`
-        state.update(scaling)
-        if learner.update_rule in MEMORY_RULES:
-            state.update(first_memory(X_t, y_t))
-        learner.state_ = {key: value.detach() for key, value in state.items()}

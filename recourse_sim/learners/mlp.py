@@ -15,6 +15,7 @@ from recourse_sim.learners.base import (
     Learner,
     State,
     check_positive,
+    check_recourse_training,
     first_memory,
     remember,
 )
@@ -217,9 +218,6 @@ class MLPClassifier(Learner):
         check_positive("cg_damping", self.cg_damping, allow_zero=True)
         check_positive("cg_maxiter", self.cg_maxiter, integer=True)
         self._check_window()
-        # imported here: recourse_sim.recourse imports the learners
-        from recourse_sim.recourse.ross import check_recourse_training
-
         check_recourse_training(self)
 
     # -- the model -------------------------------------------------------------------
@@ -269,10 +267,8 @@ class MLPClassifier(Learner):
         """Ross's δ* of every row of X under `params` (detached), or None when λ = 0."""
         if self.recourse_loss_weight == 0:
             return None
-        from recourse_sim.recourse.ross import recourse_delta  # (import cycle, see above)
-
         params = {k: params[k] for k in self.param_keys}
-        return recourse_delta(self, params, X, self.action_set, self.recourse_goal)
+        return self.action_set.recourse_delta(self, params, X, self.recourse_goal)
 
     def _recourse_rows(self, params: State, X: torch.Tensor) -> torch.Tensor | None:
         """X + δ* (X keeps its graph), or None when λ = 0."""

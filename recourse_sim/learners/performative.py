@@ -36,7 +36,8 @@ import torch
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import State, check_positive
-from recourse_sim.learners.logistic import LogisticRegression, _scaled
+from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.learners.logistic_math import scaled
 
 PERFORMATIVE_RULES = ("perfgd", "dfo")
 """The update rules of `PerformativeLogisticRegression`."""
@@ -135,7 +136,7 @@ class PerformativeLogisticRegression(LogisticRegression):
     # -- the risk --------------------------------------------------------------------
     def risk(self, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State):
         """Mean cross-entropy + ‖W‖² / (2 C m) of θ (1, d + 1) on the rows (X, y)."""
-        Z = self._design(_scaled(scaling, X.to(torch.float64)))
+        Z = self._design(scaled(scaling, X.to(torch.float64)))
         logits = (Z @ theta.T)[:, 0]
         loss = torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
         return loss.mean() + (theta[:, :-1] ** 2).sum() / (2.0 * self.C * max(len(X), 1))

@@ -31,7 +31,8 @@ import torch
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import State, check_positive
-from recourse_sim.learners.logistic import LogisticRegression, _scaled
+from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.learners.logistic_math import scaled
 
 
 class _WeightedLogisticRegression(LogisticRegression):
@@ -105,7 +106,7 @@ class _WeightedLogisticRegression(LogisticRegression):
 
     def _losses(self, theta, X, y, scaling) -> torch.Tensor:
         """Per-row cross-entropy of θ on (X, y)."""
-        logits = (self._design(_scaled(scaling, X)) @ theta.T)[:, 0]
+        logits = (self._design(scaled(scaling, X)) @ theta.T)[:, 0]
         return torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
 
     def _plain(self, X, y, scaling) -> torch.Tensor:

@@ -34,7 +34,8 @@ import torch
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import State, check_positive
-from recourse_sim.learners.logistic import LogisticRegression, _scaled, _standardisation
+from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.learners.logistic_math import scaled, standardisation
 
 RESPONSES = ("threshold", "quadratic")
 """Responses `StrategicLinear` anticipates (see the module docstring)."""
@@ -176,8 +177,8 @@ class StrategicLinear(LogisticRegression):
 
         if len(torch.unique(y)) < 2:
             raise ConfigError("a strategic model needs rows of both classes to fit on")
-        scaling = _standardisation(X) if self.standardize else {}
-        Z = _scaled(scaling, X.to(torch.float64)).numpy()
+        scaling = standardisation(X) if self.standardize else {}
+        Z = scaled(scaling, X.to(torch.float64)).numpy()
         # libsvm minimises ½‖g‖² + C' Σ hinge, the intercept unpenalised: C' = C
         svm = SVC(kernel="linear", C=float(self.C), tol=float(self.tol)).fit(Z, y.numpy())
         sign = 1.0 if svm.classes_[1] == 1 else -1.0

@@ -41,7 +41,7 @@ import torch
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.base import Learner, LowRankGradient, State, as_tensor
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.individual import goal_loss
+from recourse_sim.recourse.linear_program import goal_loss
 
 METHODS = ("pgd", "fgm")
 """Upper-level solvers. ``pgd``: projected normalised-gradient descent with an adaptive,

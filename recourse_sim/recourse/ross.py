@@ -10,7 +10,7 @@ over *every* training row (the expectation is over p(x, y), positives included: 
 δ* only pushes the score further up). The inner minimum is replaced by the linearised
 problem of Eq. 2, δ* = argmin_{δ∈Δ} ∇ₓℓ(g_θ(x), 1)ᵀδ — a linear program over the
 actionable polytope, which is exactly the ``"linear"`` individual-recourse method
-(`recourse_sim.recourse.individual.linear_recourse`) — and by Danskin's theorem the
+(`recourse_sim.recourse.linear_program.linear_recourse`) — and by Danskin's theorem the
 gradient of the term is ∇_θ ℓ(g_θ(x + δ*), 1) with δ* held fixed. The learners carry
 this as their ``recourse_loss_weight`` (λ), ``action_set`` (Δ) and ``recourse_goal``
 (the favourable class) options; `recourse_delta` computes δ* for a whole batch and
@@ -45,40 +45,18 @@ import numpy as np
 import torch
 
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.base import Learner, State, as_tensor, check_positive
+from recourse_sim.learners.base import (
+    Learner,
+    State,
+    as_tensor,
+    check_positive,
+    check_recourse_training,
+)
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.individual import METHODS, individual_recourse, linear_recourse
+from recourse_sim.recourse.individual import METHODS, individual_recourse
+from recourse_sim.recourse.linear_program import linear_recourse
 
 # -- Step 1: recourse-aware training ---------------------------------------------------------
-
-
-def check_recourse_training(learner: Learner) -> None:
-    """Validate a learner's recourse-training options; raise ConfigError naming the bad one.
-
-    Reads ``recourse_loss_weight`` (λ ≥ 0), ``action_set`` (an `ActionSet` over the
-    learner's ``n_features_in_`` features; required when λ > 0) and ``recourse_goal`` (a
-    class index). Called by the learners' ``fit`` once the data fixed d and k.
-    """
-    lam = learner.recourse_loss_weight
-    check_positive("recourse_loss_weight", lam, allow_zero=True)
-    action_set = learner.action_set
-    if action_set is not None and not isinstance(action_set, ActionSet):
-        raise ConfigError(
-            f"action_set must be a recourse_sim.recourse.ActionSet or None, "
-            f"got {type(action_set).__name__}"
-        )
-    if lam > 0 and action_set is None:
-        raise ConfigError(
-            f"recourse_loss_weight={lam!r} needs an action_set (the actionable polytope Δ)"
-        )
-    if action_set is not None and action_set.n_features != learner.n_features_in_:
-        raise ConfigError(
-            f"action_set has {action_set.n_features} features, X has {learner.n_features_in_}"
-        )
-    goal = learner.recourse_goal
-    n_classes = len(learner.classes_)
-    if not (isinstance(goal, Integral) and not isinstance(goal, bool) and 0 <= goal < n_classes):
-        raise ConfigError(f"recourse_goal={goal!r} must be a class index in 0..{n_classes - 1}")
 
 
 def recourse_delta(
@@ -290,3 +268,6 @@ __all__ = [
     "recourse_rates",
     "recourse_scores",
 ]
+
+
+ActionSet.delta_solver = recourse_delta  # (see `ActionSet.recourse_delta`)

@@ -12,39 +12,12 @@ from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios.decision import pare_min_calibration
 from recourse_sim.scenarios.learner import _RECOURSE_TRAINING_KEYS
 from recourse_sim.scenarios.scenario import Scenario
-from recourse_sim.scenarios.world import (
-    CsvWorld,
-    DatasetWorld,
-    FicoWorld,
-    GaussianWorld,
-    SchoolWorld,
-    ScmWorld,
-)
+from recourse_sim.scenarios.world import WorldSpec
 
 
-def world_feature_names(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
-) -> tuple[str, ...]:
-    """The feature names a world produces (loads a bundled dataset if needed; cached)."""
-    if isinstance(world, SchoolWorld):
-        from recourse_sim.data import SCHOOL_FEATURES
-
-        return SCHOOL_FEATURES
-    if isinstance(world, FicoWorld):
-        return ("score",)
-    if isinstance(world, DatasetWorld):
-        from recourse_sim.data import load
-
-        return tuple(load(world.name).feature_names)
-    if isinstance(world, GaussianWorld):
-        return tuple(f"x{j + 1}" for j in range(len(world.means[0])))
-    if isinstance(world, ScmWorld):
-        return world.feature_names
-    if world.columns is None:  # inferred from the file (read and cached by then)
-        from recourse_sim.data.csv_world import read_csv_world
-
-        return read_csv_world(world).feature_names
-    return tuple(world.columns)
+def world_feature_names(world: WorldSpec) -> tuple[str, ...]:
+    """The feature names a world produces (its spec's `feature_names`)."""
+    return world.feature_names
 
 
 def check_classes(scenario: Scenario, n_classes: int, class_values: tuple[str, ...] = ()) -> None:
@@ -109,49 +82,9 @@ def _same_label(value: str, entry: int | str) -> bool:
         return False
 
 
-def _class_values(world) -> tuple[str, ...]:
-    """A CSV world's label values by class number (other worlds: none, their labels are
-    class numbers)."""
-    if isinstance(world, CsvWorld):
-        from recourse_sim.data.csv_world import read_csv_world
-
-        return read_csv_world(world).class_values
-    return ()
-
-
-def _n_classes(world) -> int:
-    """The number of classes of a world's labels."""
-    if isinstance(world, GaussianWorld):
-        return len(world.means)
-    if isinstance(world, DatasetWorld):
-        from recourse_sim.data import load
-
-        return load(world.name).n_classes
-    if isinstance(world, CsvWorld):
-        from recourse_sim.data.csv_world import read_csv_world
-
-        return read_csv_world(world).n_classes
-    return 2  # school (H1 or not), FICO (repay or not)
-
-
-def world_group_names(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
-) -> tuple[str, ...] | None:
+def world_group_names(world: WorldSpec) -> tuple[str, ...] | None:
     """The group names of a world (None when they are only known from the CSV's rows)."""
-    if isinstance(world, SchoolWorld):
-        return ("N1", "N2")
-    if isinstance(world, FicoWorld):
-        return tuple(world.groups)
-    if isinstance(world, DatasetWorld):
-        from recourse_sim.data import load
-
-        ds = load(world.name)
-        return tuple(ds.group_labels) if ds.group_labels else ("all",)
-    if isinstance(world, GaussianWorld):
-        return ("data", "query")
-    if isinstance(world, ScmWorld):
-        return ("all",)
-    return None
+    return world.group_names
 
 
 def _check_budgets(scenario: Scenario, d: int, fail) -> None:
@@ -177,22 +110,16 @@ def _check_budgets(scenario: Scenario, d: int, fail) -> None:
             fail(field, problem)
 
 
-def cohort_size(
-    world: SchoolWorld | FicoWorld | DatasetWorld | CsvWorld | GaussianWorld | ScmWorld,
-) -> tuple[int, str]:
+def cohort_size(world: WorldSpec) -> tuple[int, str]:
     """People in one cohort of a world, and the field that sets it."""
-    if isinstance(world, FicoWorld):
-        return world.n_applicants, "world.n_applicants"
-    if isinstance(world, GaussianWorld):
-        return sum(world.class_sizes) + world.query_size, "world.class_sizes + world.query_size"
-    return world.cohort_size, "world.cohort_size"
+    return world.cohort
 
 
 def _check_scm_interventions(scenario: Scenario, fail) -> None:
     """Recourse types need a causal world, and nobody intervenes on an immutable node."""
     world = scenario.world
     for pname, pop in scenario.populations.items():
-        if getattr(pop, "recourse", None) is not None and not isinstance(world, ScmWorld):
+        if getattr(pop, "recourse", None) is not None and not world.causal:
             fail(
                 f"populations.{pname}.recourse",
                 f"{pop.recourse!r} needs a causal world (world.kind: scm), not {world.kind!r}",
@@ -215,7 +142,7 @@ def _check_scm_interventions(scenario: Scenario, fail) -> None:
                     f"not supported with recourse: {pop.recourse} (the causal search finds "
                     "the cheapest whole action that meets its goal); remove it",
                 )
-    if not isinstance(world, ScmWorld):
+    if not world.causal:
         return
     immutable = {k for k, v in world.nodes.items() if v.immutable}
     named = [("features.actionable", scenario.features.actionable)]
@@ -239,24 +166,10 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         raise ConfigError(f"{source}: {path}: {message}")
 
     world = scenario.world
-    if isinstance(world, FicoWorld):
-        from recourse_sim.data import FICO_GROUPS
-
-        for i, g in enumerate(world.groups):
-            if g not in FICO_GROUPS:
-                fail(
-                    f"world.groups.{i}",
-                    f"unknown FICO group {g!r} (valid: {', '.join(FICO_GROUPS)})",
-                )
-    if isinstance(world, CsvWorld):
-        resolved = (base_dir / world.path).resolve()
-        world.path = str(resolved)
-        from recourse_sim.data.csv_world import read_csv_world
-
-        read_csv_world(world, source)  # validates the file (cached)
+    world.check(source, base_dir, fail)
     names = world_feature_names(world)
     _check_budgets(scenario, len(names), fail)
-    check_classes(scenario, _n_classes(world), _class_values(world))
+    check_classes(scenario, world.n_classes, world.class_values)
 
     def check_names(path: str, values: list[str] | dict | str | None) -> None:
         if isinstance(values, str):  # (features.cost: std)
@@ -309,11 +222,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
             )
 
     _check_scm_interventions(scenario, fail)
-    persistent = (
-        isinstance(world, FicoWorld)
-        or world.people is not None
-        or getattr(world, "population", "sample") == "file"
-    )
+    persistent = world.persistent
     for pname, pop in scenario.populations.items():
         if getattr(pop, "reapply", None) == "next_round" and not persistent:
             fail(
@@ -393,7 +302,7 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         fail("learner.params", f"{exc} (got {spec.params!r})")
     from recourse_sim.learners.base import Learner
 
-    k = _n_classes(world)
+    k = world.n_classes
     for pname, pop in scenario.populations.items():
         # the response is closed-form for log-odds linear in x (a learner that says so)
         linear = learner_class(spec.type).goal_margin_coef is not Learner.goal_margin_coef

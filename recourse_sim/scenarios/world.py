@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, Union
 
+import networkx as nx
 from pydantic import (
     Field,
     ValidationInfo,
@@ -81,8 +82,11 @@ class ShiftMetricsSpec(_Model):
     length_scale: Annotated[float, Field(gt=0.0, le=1e6)] | Literal["median"] = "median"
 
 
-class _WorldOptions(_Model):
-    """Options every world kind takes."""
+class WorldSpec(_Model):
+    """What every world kind answers about itself, before anything is built: its feature
+    and group names, its classes, the people of a cohort, whether people stay, and the
+    checks that need its data. A new world kind answers these in its own class. Every
+    kind takes the options below."""
 
     # T of recourse_valid_after_T: rounds after a recourse succeeded at which its validity
     # is measured again (rounds; None: no recourse_valid_after_T column)
@@ -92,8 +96,46 @@ class _WorldOptions(_Model):
     honour_recourse: bool = False
     shift_metrics: ShiftMetricsSpec | None = None  # per-round shift measures (None: none)
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The feature names the world produces (loads a bundled dataset if needed)."""
+        raise NotImplementedError
 
-class SchoolWorld(_WorldOptions):
+    @property
+    def group_names(self) -> tuple[str, ...] | None:
+        """The group names (None when they are only known from a file's rows)."""
+        return ("all",)
+
+    @property
+    def n_classes(self) -> int:
+        """The number of classes of the world's labels."""
+        return 2
+
+    @property
+    def class_values(self) -> tuple[str, ...]:
+        """Label values by class number (a CSV's; other worlds' labels are classes)."""
+        return ()
+
+    @property
+    def cohort(self) -> tuple[int, str]:
+        """People in one cohort, and the field that sets it."""
+        return self.cohort_size, "world.cohort_size"
+
+    @property
+    def persistent(self) -> bool:
+        """Whether people stay and apply again (a rejected person can re-apply)."""
+        return getattr(self, "people", None) is not None
+
+    @property
+    def causal(self) -> bool:
+        """Whether the world is a structural causal model (causal recourse acts in it)."""
+        return False
+
+    def check(self, source: str, base_dir, fail) -> None:
+        """Checks that need the world's data (`fail(path, message)` refuses)."""
+
+
+class SchoolWorld(WorldSpec):
     """The OAR paper's school district (`recourse_sim.data.school_world`), a new cohort a year.
 
     The first model is fit on `history_size` students labelled by the biased historical
@@ -137,8 +179,18 @@ class SchoolWorld(_WorldOptions):
             }
         )
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        from recourse_sim.data import SCHOOL_FEATURES
 
-class FicoWorld(_WorldOptions):
+        return SCHOOL_FEATURES
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return ("N1", "N2")
+
+
+class FicoWorld(WorldSpec):
     """Liu et al. (2018) delayed-impact lending on the FICO TransRisk data.
 
     Persistent applicants keep a credit score (FICO points, 300-850; the data's
@@ -173,8 +225,34 @@ class FicoWorld(_WorldOptions):
                 raise ValueError(f"shares must sum to 1, they sum to {sum(v):g}")
         return v
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return ("score",)
 
-class DatasetWorld(_WorldOptions):
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return tuple(self.groups)
+
+    @property
+    def cohort(self) -> tuple[int, str]:
+        return self.n_applicants, "world.n_applicants"
+
+    @property
+    def persistent(self) -> bool:
+        return True  # every applicant stays
+
+    def check(self, source: str, base_dir, fail) -> None:
+        from recourse_sim.data import FICO_GROUPS
+
+        for i, g in enumerate(self.groups):
+            if g not in FICO_GROUPS:
+                fail(
+                    f"world.groups.{i}",
+                    f"unknown FICO group {g!r} (valid: {', '.join(FICO_GROUPS)})",
+                )
+
+
+class DatasetWorld(WorldSpec):
     """Rows of a bundled dataset (`recourse_sim.data.load`), a fresh sample each round."""
 
     kind: Literal["dataset"]
@@ -186,6 +264,25 @@ class DatasetWorld(_WorldOptions):
     oracle: OracleSpec = OracleSpec()  # the outcome oracle (outcome: oracle)
     favourable: Annotated[int, NotBoolean] = Field(1, ge=0)  # class of the favourable outcome
     people: PeopleSpec | None = None  # people who stay and apply again (None: new rows a round)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        from recourse_sim.data import load
+
+        return tuple(load(self.name).feature_names)
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        from recourse_sim.data import load
+
+        ds = load(self.name)
+        return tuple(ds.group_labels) if ds.group_labels else ("all",)
+
+    @property
+    def n_classes(self) -> int:
+        from recourse_sim.data import load
+
+        return load(self.name).n_classes
 
 
 # numeric: any number; integer: whole numbers; binary: 0/1; ordinal: ordered levels (the
@@ -215,7 +312,7 @@ class GroupBins(_Model):
         return self
 
 
-class CsvWorld(_WorldOptions):
+class CsvWorld(WorldSpec):
     """Any CSV file with a label column: a fresh sample of its rows each round."""
 
     kind: Literal["csv"]
@@ -267,8 +364,42 @@ class CsvWorld(_WorldOptions):
             )
         return self
 
+    def _read(self):
+        """The file's table (read and validated once; cached)."""
+        from recourse_sim.data.csv_world import read_csv_world
 
-class GaussianWorld(_WorldOptions):
+        return read_csv_world(self)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        if self.columns is None:  # inferred from the file (read and cached by then)
+            return self._read().feature_names
+        return tuple(self.columns)
+
+    @property
+    def group_names(self) -> tuple[str, ...] | None:
+        return None  # known from the file's rows only
+
+    @property
+    def n_classes(self) -> int:
+        return self._read().n_classes
+
+    @property
+    def class_values(self) -> tuple[str, ...]:
+        return self._read().class_values
+
+    @property
+    def persistent(self) -> bool:
+        return self.people is not None or self.population == "file"
+
+    def check(self, source: str, base_dir, fail) -> None:
+        from recourse_sim.data.csv_world import read_csv_world
+
+        self.path = str((base_dir / self.path).resolve())
+        read_csv_world(self, source)  # validates the file (cached)
+
+
+class GaussianWorld(WorldSpec):
     """A small synthetic world: Gaussian classes and a query group near the boundary.
 
     Every round ``class_sizes[c]`` people of class c (group ``data``) are drawn from
@@ -315,6 +446,54 @@ class GaussianWorld(_WorldOptions):
             )
         return self
 
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(f"x{j + 1}" for j in range(len(self.means[0])))
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return ("data", "query")
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.means)
+
+    @property
+    def cohort(self) -> tuple[int, str]:
+        return sum(self.class_sizes) + self.query_size, "world.class_sizes + world.query_size"
+
+
+# nodes a model may have, the label included: the label's median threshold alone is
+# taken over 100,000 people x every node (0.16 GB at 200 nodes), each a column of floats
+MAX_NODES = 200
+# nodes on the longest chain of causes: each link of a chain can scale the values and
+# their rounding errors again, and a counterfactual replays the whole chain
+MAX_DEPTH = 100
+
+
+def _parent_graph(graph: dict[str, list[str]]) -> nx.DiGraph:
+    """`graph` (node -> parents) as a networkx graph with an edge node -> parent."""
+    out = nx.DiGraph()
+    out.add_nodes_from(graph)
+    out.add_edges_from((node, parent) for node, ps in graph.items() for parent in ps)
+    return out
+
+
+def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A cycle of `graph` (node -> parents) as a list of names, each followed by one of
+    its parents and ending where it began, or None if it is a DAG. Iterative: a chain
+    of any length is searched without recursion."""
+    try:
+        edges = nx.find_cycle(_parent_graph(graph))
+    except nx.NetworkXNoCycle:
+        return None
+    return [edges[0][0], *(parent for _, parent in edges)]
+
+
+def longest_chain(graph: dict[str, list[str]]) -> list[str]:
+    """The longest chain of causes of a DAG `graph` (node -> parents), cause first."""
+    return list(reversed(nx.dag_longest_path(_parent_graph(graph))))
+
 
 class ScmNoise(_Model):
     """A node's exogenous noise, ``mean + scale · Z`` (`recourse_sim.env.scm.Noise`)."""
@@ -356,7 +535,7 @@ class ScmNode(_Model):
         return self
 
 
-class ScmWorld(_WorldOptions):
+class ScmWorld(WorldSpec):
     """A structural causal model: a DAG over the features and the label, each node's
     equation given here. Every person keeps their exogenous noise from round to round;
     an intervention on a node moves its descendants through the equations with the
@@ -384,8 +563,6 @@ class ScmWorld(_WorldOptions):
 
     @model_validator(mode="after")
     def _a_dag(self) -> ScmWorld:
-        from recourse_sim.env.scm import MAX_DEPTH, MAX_NODES, find_cycle, longest_chain
-
         # sizes first, before anything walks the graph
         if len(self.nodes) > MAX_NODES:
             raise ValueError(
@@ -420,6 +597,10 @@ class ScmWorld(_WorldOptions):
     @property
     def feature_names(self) -> tuple[str, ...]:
         return tuple(k for k in self.nodes if k != self.label)
+
+    @property
+    def causal(self) -> bool:
+        return True
 
 
 World = Annotated[

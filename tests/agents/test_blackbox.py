@@ -177,7 +177,7 @@ def test_signal_planting_runs_five_rounds_and_the_signal_works():
     for _ in range(5):
         _, _, _, truncated, _ = env.step(env.action_space.sample() * 0)
     assert truncated
-    c, s = env._cohort, env.strategies[0]
+    c, s = env.state.cohort, env.strategies[0]
     query = c.group == env.group_labels.index("query")
     honest = float((env.learner.predict(c.report[query]) == 1).mean())
     assert signal_success(env.learner, c.report[query], s.offsets, 1) > honest + 0.1

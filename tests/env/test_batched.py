@@ -118,7 +118,7 @@ def test_bounded_integers_from_raw_bits_are_numpys():
     ``random_raw`` with numpy's bounded-integer method; `_stream_words`: the words in
     order, the uint32 buffered across block pairs and rounds) are numpy's own
     ``binomial`` and ``integers``."""
-    from recourse_sim.env.batched import (
+    from recourse_sim.env.batched_sbm import (
         _lemire_rejects,
         _lemire_threshold,
         _sbm_draws,
@@ -169,7 +169,7 @@ def test_each_worlds_population_streams_stand_where_the_single_envs_do(redraw, m
     do: the same PCG64 state and the same uint32 word buffered (20 students a cohort:
     blocks of one leave a word buffered across block pairs, worlds and rounds), also
     where a world's graph is drawn again after a rejected bounded draw."""
-    import recourse_sim.env.batched as batched
+    import recourse_sim.env.batched_sbm as batched
     from recourse_sim.env.streams import population_stream
 
     if redraw:  # the first draw of every round rejected
@@ -187,7 +187,7 @@ def test_each_worlds_population_streams_stand_where_the_single_envs_do(redraw, m
         for i, env in enumerate(singles):
             env.step(a[i])
             for population, rngs in venv._pop_rngs.items():
-                theirs = env._streams[population_stream(population)].bit_generator.state
+                theirs = env.state.streams[population_stream(population)].bit_generator.state
                 assert rngs[i].bit_generator.state["state"] == theirs["state"]
                 word = theirs["uinteger"] if theirs["has_uint32"] else None
                 assert venv._pending[population][i] == word
@@ -204,7 +204,7 @@ def _first(values: np.ndarray) -> np.ndarray:
 def test_a_rejected_bounded_draw_redraws_that_world_numpys_way(monkeypatch):
     """Lemire's method rejects about one draw in 10^5 world-rounds; the world whose draw
     it was builds its graph again with numpy's own calls, and the rollout stays exact."""
-    import recourse_sim.env.batched as batched
+    import recourse_sim.env.batched_sbm as batched
 
     def reject_first(product, threshold):
         out = np.zeros(len(product), bool)
@@ -491,7 +491,7 @@ def test_lending_16_worlds_20_rounds_equal_the_single_env():
 def test_a_refit_of_padded_worlds_is_each_worlds_own():
     """`newton_refit_batch` with rows of different numbers per world (zero columns past
     them) gives each world the refit of its own rows alone."""
-    from recourse_sim.learners.logistic import newton_refit_batch
+    from recourse_sim.learners.logistic_batch import newton_refit_batch
 
     rng = np.random.default_rng(0)
     sizes = [40, 25, 3]

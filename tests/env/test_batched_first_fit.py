@@ -28,7 +28,7 @@ def _assert_first_models_alike(batched: RecourseEnv, single: RecourseEnv, rtol: 
     for key in ("X_mem", "y_mem", "round_sizes", "x_shift", "x_scale"):
         if key in single.learner.state_:
             np.testing.assert_array_equal(batched.learner.state_[key], single.learner.state_[key])
-    np.testing.assert_array_equal(batched._theta0, got)
+    np.testing.assert_array_equal(batched.state.theta0, got)
 
 
 def _no_single_fit(self, X, y):
@@ -44,7 +44,7 @@ def test_first_fits_of_all_worlds_and_of_a_masked_reset_are_each_single_envs(mon
     for i in range(5):
         single = _single_fit("school_assignment_controlled", 40 + i, **SMALL)
         _assert_first_models_alike(venv.envs[i], single, 1e-9)
-        np.testing.assert_array_equal(venv._state["theta"][i], venv.envs[i]._theta0)
+        np.testing.assert_array_equal(venv._state["theta"][i], venv.envs[i].state.theta0)
     venv.step(np.zeros(venv.action_space.shape, np.float32))
     kept = venv._state["theta"][[1, 3]].copy()
     mask = np.array([True, False, True, False, True])

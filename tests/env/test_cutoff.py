@@ -9,8 +9,8 @@ from scipy import stats
 
 from recourse_sim.cli import main
 from recourse_sim.env import RecourseEnv
+from recourse_sim.env.engine import capacity_decisions
 from recourse_sim.env.metrics import TIE_RESOLUTION, tie_key
-from recourse_sim.env.recourse_env import capacity_decisions
 from recourse_sim.env.streams import keyed_uniforms, margin_stream, stream, stream_key
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import load_scenario
@@ -73,14 +73,14 @@ def test_each_seeker_lands_its_own_margin_above_the_cut_off(extracurriculars):
     env = RecourseEnv("school_assignment", rounds=2, **SMALL, **types)
     assert env.scenario.populations["students"].margin.median == 0.05  # the default
     env.reset(seed=1)
-    c = env._cohort
-    proba, favourable = env._honest_decisions(c)
-    cut = env._capacity_cut(proba, favourable)
+    c = env.state.cohort
+    proba, favourable = env.honest_decisions(c)
+    cut = env.capacity_cut(proba, favourable)
     _step(env)
-    r = env._last_record
+    r = env.state.last_record
     moved = r.tried & (r.cost > 0)
     assert moved.sum() > 15
-    key = stream_key(env._streams[margin_stream("students")])
+    key = stream_key(env.state.streams[margin_stream("students")])
     q = keyed_uniforms(key, c.person[moved])
     margin = stats.lognorm.ppf(q, s=0.5, scale=0.05)
     if extracurriculars == "continuous":
@@ -100,17 +100,17 @@ def test_a_persons_margin_is_the_same_in_every_arm_and_round():
     other.reset(seed=4)
     students = next(s for s in base.strategies if s.population == "students")
     ids = np.array([3, 1_000_000, 42, 3])
-    m = base._margins(students, ids)
-    np.testing.assert_array_equal(m, other._margins(students, ids))
-    np.testing.assert_array_equal(base._margins(students, ids[::-1]), m[::-1])
+    m = base.margins(students, ids)
+    np.testing.assert_array_equal(m, other.margins(students, ids))
+    np.testing.assert_array_equal(base.margins(students, ids[::-1]), m[::-1])
     assert m[0] == m[3] and len(np.unique(m)) == 3
     _step(base)
-    np.testing.assert_array_equal(base._margins(students, ids), m)  # a later round
+    np.testing.assert_array_equal(base.margins(students, ids), m)  # a later round
     state = base.get_state()
     restored = RecourseEnv("school_assignment", **kwargs)
     restored.reset(seed=99)
     restored.set_state(state)
-    np.testing.assert_array_equal(restored._margins(students, ids), m)
+    np.testing.assert_array_equal(restored.margins(students, ids), m)
 
 
 def test_a_number_margin_adds_no_stream_and_moves_the_pile_without_spreading_it():
@@ -122,7 +122,7 @@ def test_a_number_margin_adds_no_stream_and_moves_the_pile_without_spreading_it(
         **SMALL,
         **{**PILE, **{"populations__students__margin": 0.05}},
     )
-    assert margin_stream("students") not in env._stream_names
+    assert margin_stream("students") not in env.stream_names
     env.reset(seed=0)
     shares = [_step(env)[-1]["seekers_at_cutoff"] for _ in range(3)]
     assert max(shares) > 0.5
@@ -181,13 +181,13 @@ def test_random_ties_are_a_lottery_per_round_of_the_tied_not_arrival_order():
         "school_assignment", rounds=2, **SMALL, **{**PILE, "decision__ties": "random"}
     )
     env.reset(seed=2)
-    c = env._cohort
+    c = env.state.cohort
     _step(env)
-    r = env._last_record
+    r = env.state.last_record
     cut = tie_key(r.score[r.favourable].min())
     tied = tie_key(r.score) == cut
     assert tied.sum() > 20 and r.favourable[tied].any() and not r.favourable[tied].all()
-    lottery = keyed_uniforms(env._keys["ties"], c.person, np.full(len(c.person), 1))
+    lottery = keyed_uniforms(env.state.keys["ties"], c.person, np.full(len(c.person), 1))
     won = r.favourable & tied
     assert lottery[won].max() < lottery[tied & ~r.favourable].min()
     rows = np.flatnonzero(tied)
@@ -197,7 +197,7 @@ def test_random_ties_are_a_lottery_per_round_of_the_tied_not_arrival_order():
     )
     again.reset(seed=2)
     _step(again)
-    np.testing.assert_array_equal(again._last_record.favourable, r.favourable)
+    np.testing.assert_array_equal(again.state.last_record.favourable, r.favourable)
 
 
 # -- seekers_at_cutoff and the warning -------------------------------------------------------
@@ -265,9 +265,9 @@ def test_a_margin_per_row_is_each_rows_number(name, cut):
     their margin as a number (a capacity cut-off, and the argmax of three classes)."""
     env = RecourseEnv(name, rounds=1, **(SMALL if cut else {}))
     env.reset(seed=0)
-    c = env._cohort
-    proba, favourable = env._honest_decisions(c)
-    target = env._needed(c.group, env._capacity_cut(proba, favourable))
+    c = env.state.cohort
+    proba, favourable = env.honest_decisions(c)
+    target = env.needed(c.group, env.capacity_cut(proba, favourable))
     s = next(s for s in env.strategies if s.stage == "decision")
     s.spec = s.spec.model_copy(update={"participation": 1.0, "margin": 0.0})
     seekers = ~favourable

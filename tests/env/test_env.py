@@ -508,8 +508,8 @@ def test_lending_bank_keeps_its_history_and_a_fixed_standardisation():
     state = env.learner.state_
     n_hist = len(state["y_mem"])
     X_hist = state["X_mem"].numpy().copy()
-    assert np.allclose(state["x_shift"].numpy(), env._feature_mean)
-    assert np.allclose(state["x_scale"].numpy(), env._feature_scale)
+    assert np.allclose(state["x_shift"].numpy(), env.state.feature_mean)
+    assert np.allclose(state["x_scale"].numpy(), env.state.feature_scale)
     shift, scale = state["x_shift"].clone(), state["x_scale"].clone()
     for _ in range(3):
         env.step(np.zeros(env.action_space.shape, np.float32))
@@ -635,7 +635,7 @@ def test_capacity_decision_is_the_stable_top_share():
         places = round(rule.capacity * n)
         expected = np.zeros(n, bool)
         expected[np.argsort(-proba[:, env.favourable], kind="stable")[:places]] = True
-        np.testing.assert_array_equal(env._decide(proba, np.zeros(n, int)), expected)
+        np.testing.assert_array_equal(env.decide(proba, np.zeros(n, int)), expected)
 
 
 # -- the round's shortcuts against the plain computation -----------------------------------------
@@ -643,13 +643,13 @@ def test_capacity_decision_is_the_stable_top_share():
 
 def _deciding_afresh(env: RecourseEnv) -> RecourseEnv:
     """The env with every cohort's honest decisions evaluated anew, none kept."""
-    kept = env._honest_decisions
+    kept = env.honest_decisions
 
     def afresh(c):
-        env._kept_decisions = None
+        env.state.kept_decisions = None
         return kept(c)
 
-    env._honest_decisions = afresh
+    env.honest_decisions = afresh
     return env
 
 
@@ -672,17 +672,19 @@ def test_kept_decisions_follow_the_pare_threshold():
 def test_kept_decisions_are_read_only_and_per_model():
     env = _small("school_assignment")
     env.reset(seed=0)
-    favourable = env._honest_decisions(env._cohort)[1]
-    assert env._honest_decisions(env._cohort)[1] is favourable
+    favourable = env.honest_decisions(env.state.cohort)[1]
+    assert env.honest_decisions(env.state.cohort)[1] is favourable
     with pytest.raises(ValueError):
         favourable[0] = not favourable[0]
     env.step(np.zeros(env.action_space.shape, np.float32))  # a new model and cohort
-    again = env._honest_decisions(env._cohort)[1]
+    again = env.honest_decisions(env.state.cohort)[1]
     assert again is not favourable
     np.testing.assert_array_equal(
         again,
-        env._decide(
-            env.learner.predict_proba(env._cohort.X), env._cohort.group, env._cohort.person
+        env.decide(
+            env.learner.predict_proba(env.state.cohort.X),
+            env.state.cohort.group,
+            env.state.cohort.person,
         ),
     )
 

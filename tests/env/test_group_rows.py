@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from recourse_sim import load_scenario, simulate
-from recourse_sim.env.recourse_env import _metric_row_labels
+from recourse_sim.env.construction import metric_row_labels
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, list_scenarios
 
@@ -48,11 +48,11 @@ def test_gaussian_query_row_once_and_equal_to_the_group():
 
 def test_a_query_group_that_is_not_the_worlds_keeps_the_worlds_row_apart():
     labels = ("data", "query")
-    assert _metric_row_labels(labels, QuerySpec(world=True)) == (labels, 1)
-    assert _metric_row_labels(labels, QuerySpec(groups=["query"])) == (labels, 1)
+    assert metric_row_labels(labels, QuerySpec(world=True)) == (labels, 1)
+    assert metric_row_labels(labels, QuerySpec(groups=["query"])) == (labels, 1)
     for other in (QuerySpec(), QuerySpec(world=True, labels=[1]), QuerySpec(groups=["data"])):
-        assert _metric_row_labels(labels, other) == (("data", "query_group"), None)
-    assert _metric_row_labels(("N1", "N2"), QuerySpec(world=True)) == (("N1", "N2"), None)
+        assert metric_row_labels(labels, other) == (("data", "query_group"), None)
+    assert metric_row_labels(("N1", "N2"), QuerySpec(world=True)) == (("N1", "N2"), None)
     metrics = simulate(
         load_scenario("signal_planting", ["query.world=false", "query.groups=[data]"]),
         rounds=1,

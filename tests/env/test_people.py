@@ -74,7 +74,7 @@ def test_reports_and_true_features_carry_over():
     last = env.people(features=True)
     stay = ~last["leaves"]
     features = env.world.features.names
-    c = env._cohort
+    c = env.state.cohort
     index = np.searchsorted(c.person, last["person"][stay])
     assert (c.person[index] == last["person"][stay]).all()
     reported = np.stack([last[f"reported_{f}"] for f in features], 1)[stay]

@@ -47,7 +47,7 @@ def _play(env: RecourseEnv, seed: int, steps: int) -> list[dict]:
 def _recourse_rate(env: RecourseEnv, threshold: float) -> float:
     """Share of the pending cohort's honest reports with recourse at `threshold` under the
     current model (linear δ* within the bank's action set)."""
-    s = recourse_scores(env.learner, env._cohort.X, env._pare_action_set, goal=env.favourable)
+    s = recourse_scores(env.learner, env.state.cohort.X, env.pare_action_set, goal=env.favourable)
     return float((s >= threshold).mean())
 
 

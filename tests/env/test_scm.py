@@ -146,18 +146,18 @@ def _scenario(kind: str, rounds: int = 3):
 def test_each_person_keeps_their_noise_across_rounds():
     env = RecourseEnv(_scenario("cr"))
     env.reset(seed=4)
-    first = env._pool.people
+    first = env.state.pool.people
     label = env.world.label
     noise0 = dict(zip(first.person.tolist(), first.noise.tolist(), strict=True))
     for _ in range(2):
         env.step(env.action_space.sample() * 0)
-        people = env._pool.people
+        people = env.state.pool.people
         for person, row in zip(people.person.tolist(), people.noise.tolist(), strict=True):
             assert row[label] == noise0[person][label]  # the label's noise never changes
         # the kept noise explains the person's true features after their interventions
         values = env.world.scm.intervene(people.noise)
         np.testing.assert_allclose(values[:, env.world.feature_nodes], people.X, atol=1e-9)
-    assert env._pool.people.X.shape[0] == len(noise0)
+    assert env.state.pool.people.X.shape[0] == len(noise0)
 
 
 def test_validity_in_people_csv_matches_the_metrics():

@@ -15,10 +15,10 @@ LENDING = {"world__cohort_size": 100, "world__history_size": 300, "world__people
 
 def _cohorts(env: RecourseEnv, seed: int, rounds: int) -> list[np.ndarray]:
     env.reset(seed=seed)
-    out = [env._cohort.X.copy()]
+    out = [env.state.cohort.X.copy()]
     for _ in range(rounds):
         env.step(np.zeros(env.action_space.shape, np.float32))
-        out.append(env._cohort.X.copy())
+        out.append(env.state.cohort.X.copy())
     return out
 
 
@@ -54,18 +54,18 @@ def test_runs_that_differ_in_strategies_see_the_same_people():
         RecourseEnv("lending_german", rounds=4, learner__update_rule="refit", **LENDING),
     ]
     expected = _cohorts(base, 5, 4)
-    theta0 = base._theta0
+    theta0 = base.state.theta0
     for env in others:
         got = _cohorts(env, 5, 4)
         for a, b in zip(expected, got, strict=True):
             np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(env._theta0, theta0)
+        np.testing.assert_array_equal(env.state.theta0, theta0)
 
 
 def test_each_population_draws_from_its_own_stream():
     env = RecourseEnv("lending_german", rounds=2, **LENDING)
     env.reset(seed=0)
-    names = set(env._streams)
+    names = set(env.state.streams)
     assert names == {
         "world",
         "learner",
@@ -73,10 +73,12 @@ def test_each_population_draws_from_its_own_stream():
         population_stream("applicants"),
         population_stream("women_borrowers"),
     }
-    states = {k: g.bit_generator.state["state"]["state"] for k, g in env._streams.items()}
+    states = {k: g.bit_generator.state["state"]["state"] for k, g in env.state.streams.items()}
     env.step(np.zeros(env.action_space.shape, np.float32))
     moved = {
-        k for k, g in env._streams.items() if g.bit_generator.state["state"]["state"] != states[k]
+        k
+        for k, g in env.state.streams.items()
+        if g.bit_generator.state["state"]["state"] != states[k]
     }
     # a round draws people (world), who tries (applicants), who joins (women_borrowers);
     # nothing draws from the learner or decision streams after reset

@@ -343,7 +343,8 @@ def test_hessian_of_few_columns_matches_the_blocked_product(weighted, monkeypatc
 
 
 def test_sigmoid_is_the_plain_formula_bit_for_bit():
-    from recourse_sim.learners.logistic import _sigmoid, _softplus_sigmoid
+    from recourse_sim.learners.logistic_math import sigmoid as _sigmoid
+    from recourse_sim.learners.logistic_math import softplus_sigmoid as _softplus_sigmoid
 
     z = np.r_[np.random.default_rng(3).normal(scale=30, size=5000), np.nan, np.inf, -np.inf]
     z = np.r_[z, 0.0, -0.0, 800.0, -800.0][:, None]
@@ -407,7 +408,7 @@ def test_fit_batch_is_each_learners_own_fit(monkeypatch):
     batched ones (rows of several sizes, standardised or not, memory or none); exactly
     `fit` for those it does not batch (one class in the rows, three classes, other
     solver settings)."""
-    from recourse_sim.learners.logistic import fit_batch
+    from recourse_sim.learners.logistic_batch import fit_batch
 
     rng = np.random.default_rng(3)
     data, learners, batched = [], [], []
@@ -452,7 +453,7 @@ def test_fit_batch_is_each_learners_own_fit(monkeypatch):
 def test_batched_risk_of_some_worlds_is_the_whole_stacks_bit_for_bit(B, n):
     """The batched refit's risk of the worlds it tests equals, to the last bit, the risk
     of the whole stack at those worlds (torch rounds vector blocks and tails apart)."""
-    from recourse_sim.learners.logistic import _risk_batch, _risk_of
+    from recourse_sim.learners.logistic_batch import _risk_batch, _risk_of
 
     rng = np.random.default_rng(B + n)
     theta = rng.normal(size=(B, 5))

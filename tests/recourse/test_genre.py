@@ -327,7 +327,7 @@ def test_samples_share_cross_attention_and_the_first_position():
 
 
 def test_attention_is_softmax_attention_even_for_huge_scores():
-    from recourse_sim.recourse.genre import _attend
+    from recourse_sim.recourse.genre_model import attend as _attend
 
     torch.manual_seed(3)
     head_sum = torch.zeros(8, 2)
@@ -344,7 +344,7 @@ def test_attention_is_softmax_attention_even_for_huge_scores():
 
 
 def test_bins_are_drawn_with_their_probabilities():
-    from recourse_sim.recourse.genre import _draw_bins
+    from recourse_sim.recourse.genre_model import draw_bins as _draw_bins
 
     logits = torch.log(torch.tensor([[0.5, 0.0, 0.3, 0.2]])).expand(40_000, -1)
     bins = _draw_bins(logits, torch.Generator().manual_seed(0))

@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import LogisticRegression
 from recourse_sim.recourse import ActionSet, individual_recourse
-from recourse_sim.recourse.individual import (
+from recourse_sim.recourse.linear_program import (
     linear_program_closed_form,
     linear_program_highs,
 )

@@ -127,7 +127,7 @@ def test_gaussian_world_shapes_are_checked(change, message):
 def test_gaussian_world_draws_classes_and_the_query_group():
     env = RecourseEnv("coordination_toy", rounds=2)
     env.reset(seed=0)
-    c = env._cohort
+    c = env.state.cohort
     spec = env.world.spec
     assert len(c.X) == sum(spec.class_sizes) + spec.query_size
     assert c.query.sum() == spec.query_size and (c.group == c.query).all()
