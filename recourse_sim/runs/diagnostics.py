@@ -73,7 +73,7 @@ def world_summary(env: Any) -> list[str]:
         lines.append(f"  {cells}".rstrip())
     if actions.n_features > SUMMARY_FEATURES:
         lines.append(f"  … and {actions.n_features - SUMMARY_FEATURES} more")
-    from recourse_sim.agents.strategies import best_response_bounds
+    from recourse_sim.agents.best_response import best_response_bounds
     from recourse_sim.recourse.causal import search_summary
 
     lines += [f"warning: {w}" for w in world_warnings(env)]
