@@ -105,7 +105,7 @@ def run(args: Args, learner: str, alpha: float, seed: int) -> dict[str, float]:
     offsets = env.strategies[0].offsets
     success, accuracy = [], []
     for r in range(args.rounds):
-        c = env._cohort  # the next round's applicants: the refit model's test rows
+        c = env.state.cohort  # the next round's applicants: the refit model's test rows
         env.step(None)
         if r < args.burn_in:
             continue

@@ -61,7 +61,7 @@ def test_school_with_a_wide_lognormal_margin_runs(sigma):
         groups = [m for m in info["metrics"] if m["group"] not in ("all", "query")]
         assert 0 <= everyone["aim_unreachable"] <= everyone["n_seekers"]
         assert sum(m["aim_unreachable"] for m in groups) == everyone["aim_unreachable"]
-        record = env._last_record
+        record = env.state.last_record
         out = record.aim_unreachable
         assert not (out & ~record.tried).any()
         assert (record.cost[out] == 0).all()  # (they change nothing)

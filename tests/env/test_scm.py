@@ -283,9 +283,9 @@ def test_direct_changes_intervene_in_a_run(kind):
             )
         )
         env.reset(seed=0)
-        before = env._pool.people
+        before = env.state.pool.people
         env.step(np.zeros(env.action_space.shape, env.action_space.dtype))
-        after = env._pool.people
+        after = env.state.pool.people
         at = np.searchsorted(after.person, before.person)
         moved = after.X[at, 0] != before.X[:, 0]
         assert moved.any()

@@ -128,7 +128,7 @@ def test_strategic_blobs_scenario_columns(tmp_path):
     env.reset(seed=0)
     g, b = env.learner.coef_[0], env.learner.intercept_[0]
     for _ in range(2):
-        c = env._cohort
+        c = env.state.cohort
         X, label = c.report.copy(), c.y0 == 1
         _, _, _, _, info = env.step(None)
         everyone = info["metrics"][-1]

@@ -247,7 +247,7 @@ def test_robust_seekers_in_lending_get_robust_recourse(method):
     for _ in range(2):
         deciding = copy.deepcopy(env.learner)
         env.step(None)
-        r = env._last_record
+        r = env.state.last_record
         got = r.tried & r.favourable & ~r.favourable_before
         assert got.any()
         x = r.report[got]
