@@ -959,8 +959,9 @@ def bench_mlp_min_cost(
     best move (`local` random turns at each of 20 shrinking scales). Reported: rows the
     reference reaches and ours misses, ours' cost over the reference's (median, 95th
     percentile, max over rows both reach; rows paying over 10 % more), rows where ours
-    misses but the budget objective succeeds (must be 0), and the same for the path-crossing search that ``min_cost`` used before (the
-    first PGD iterate that gets the decision, pulled back)."""
+    misses but the budget objective succeeds (must be 0), and the same for the
+    path-crossing search that ``min_cost`` used before (the first PGD iterate that gets
+    the decision, pulled back)."""
     from recourse_sim.data import load
     from recourse_sim.learners import MLPClassifier
     from recourse_sim.recourse import ActionSet, individual_recourse

@@ -379,6 +379,8 @@ def test_a_cli_run_logged_to_a_file_prints_progress_lines(tmp_path, monkeypatch,
 
     monkeypatch.setattr(simulate_module, "_make_env", FakeEnv)
     monkeypatch.setattr("recourse_sim.scenarios.load_scenario", lambda *a, **k: FakeScenario())
+    # (the output budget reads a real world's cohort size, which the double has not)
+    monkeypatch.setattr("recourse_sim.cli._check_outputs", lambda *a, **k: None)
     assert main(["run", "fake", "--rounds", "8", "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
     assert err.splitlines()[0].startswith("fake: round 1/8 (") and "round 8/8" in err

@@ -12,9 +12,11 @@ import pytest
 from recourse_sim.env.scm import LINKS, NOISE_DISTRIBUTIONS
 from recourse_sim.learners import LEARNERS
 from recourse_sim.learners.base import UPDATE_RULES
+from recourse_sim.learners.performative import PERFORMATIVE_RULES
 from recourse_sim.recourse import collective, individual
 from recourse_sim.recourse.action_set import FEATURE_TYPES
 from recourse_sim.recourse.causal import RECOURSE_TYPES
+from recourse_sim.recourse.robust import ROBUST_METHODS
 from recourse_sim.scenarios import features, learner, populations, world
 
 
@@ -36,11 +38,15 @@ def _literal(model, field: str) -> tuple:
 @pytest.mark.parametrize(
     ("schema", "implementation"),
     [
-        (_literal(learner.LearnerSpec, "update_rule"), UPDATE_RULES),
+        # the deployed learner may also descend the performative risk (learners.performative)
+        (_literal(learner.LearnerSpec, "update_rule"), UPDATE_RULES + PERFORMATIVE_RULES),
         (_literal(populations.CollectiveBlackboxPopulation, "assumed_update_rule"), UPDATE_RULES),
         (_literal(world.ScmNode, "link"), tuple(LINKS)),
         (_literal(world.ScmNoise, "dist"), NOISE_DISTRIBUTIONS),
-        (_literal(populations.IndividualPopulation, "method"), individual.METHODS),
+        (
+            _literal(populations.IndividualPopulation, "method"),
+            individual.METHODS + ROBUST_METHODS,
+        ),
         (_literal(populations.IndividualPopulation, "objective"), individual.OBJECTIVES),
         (_literal(populations.IndividualPopulation, "recourse"), RECOURSE_TYPES),
         (_literal(populations.CollectiveOarPopulation, "solver"), collective.METHODS),

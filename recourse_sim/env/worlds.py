@@ -742,7 +742,7 @@ WORLD_KINDS: dict[str, Callable[[Any, str], World]] = {
     "dataset": Tabular,
     "csv": Tabular,
     "gaussian": lambda spec, source: Gaussian(spec),
-    "scm": lambda spec, source: Scm(spec),
+    "scm": Scm,
 }
 """How each ``world.kind`` builds its world from its spec (and the scenario's source,
 for messages): a new kind adds its spec to `recourse_sim.scenarios.world` and its
