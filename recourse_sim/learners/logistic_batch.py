@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import MEMORY_RULES, State, first_memory
 from recourse_sim.learners.logistic import ConvergenceWarning, LogisticRegression
 from recourse_sim.learners.logistic_math import (
@@ -21,6 +22,11 @@ from recourse_sim.learners.logistic_math import (
 from recourse_sim.learners.logistic_math import (
     one_class as holds_one_class,
 )
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 __all__ = ["fit_batch", "last_round_refit_batch", "newton_refit_batch", "window_refit_batch"]
 

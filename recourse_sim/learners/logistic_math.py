@@ -4,11 +4,18 @@ Cholesky factor with a ridge where the Hessian is singular."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from scipy.linalg.lapack import dpotrf
 
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import State
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 __all__ = [
     "ARMIJO",

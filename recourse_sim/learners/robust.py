@@ -26,13 +26,20 @@ hypergradient (collective recourse sees the weighted refit, not how the weights 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import State, check_positive
 from recourse_sim.learners.logistic import LogisticRegression
 from recourse_sim.learners.logistic_math import scaled
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 
 class _WeightedLogisticRegression(LogisticRegression):

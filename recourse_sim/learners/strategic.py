@@ -29,13 +29,20 @@ its allowed direction; value bounds are not anticipated.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import State, check_positive
 from recourse_sim.learners.logistic import LogisticRegression
 from recourse_sim.learners.logistic_math import scaled, standardisation
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds learners without torch
+    torch = LazyModule("torch", globals())
 
 RESPONSES = ("threshold", "quadratic")
 """Responses `StrategicLinear` anticipates (see the module docstring)."""

@@ -553,7 +553,8 @@ def _longest_share(action_set: ActionSet, fixed: np.ndarray, free: np.ndarray, b
     eps, p = action_set.epsilon, action_set.p
     w = action_set.weights_
     lo, hi = (np.asarray(b, dtype=np.float64) for b in box)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # (overflow: a denormal budget or step gives an infinite share, which the box bounds)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # the box: each moving continuous feature up to its bound
         ratio = np.where(free > 0, hi / free, np.where(free < 0, lo / free, np.inf))
         s_box = np.nan_to_num(ratio, nan=np.inf).min(1)
