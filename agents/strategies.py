@@ -48,6 +48,7 @@ __all__ = [
     "best_response_delta",
     "effort_tolerance",
     "make_strategy",
+    "oar_budget_share",
     "register",
     "seeker_margins",
     "spread_quantile",
@@ -584,7 +585,11 @@ class Controlled(Strategy):
     * ``act``: the collective acts when ``act`` ≥ -1/2 (below: nobody moves);
     * ``alpha``: participation α = ``participation`` · min(1, 1 + ``alpha``) (0 and
       above: the file's α; -1: nobody);
-    * ``budget``: ε = ``epsilon`` · min(1, 1 + ``budget``) (likewise);
+    * ``budget``: ε = ``epsilon`` · the snapped share of `oar_budget_share`: min(1, 1 +
+      ``budget``) rounded to the nearest of ``budget_levels`` L whole shares (L = 4:
+      ε, ¾ε, ½ε, ¼ε, 0; every entry ≥ -1/8 keeps the file's ε, so OAR is an interior
+      point and a small step below 0 does not cost a member an activity); L = 0: the
+      continuous min(1, 1 + ``budget``);
     * ``goal``: the class OAR aims the query group at: the query's own goal class when
       ``goal`` ≥ -1/2; below, one of the other classes in order, [-1, -1/2) split
       evenly between the k - 1 of them (with two classes: the other one).
@@ -649,7 +654,7 @@ class Controlled(Strategy):
     def _oar(self, learner, X, y, participants, queries, goal, a: np.ndarray) -> np.ndarray:
         if a[OAR_ACTION.index("act")] < OAR_THRESHOLD:
             return np.zeros_like(X)
-        share = _share(a[OAR_ACTION.index("budget")])
+        share = oar_budget_share(a[OAR_ACTION.index("budget")], self.spec.budget_levels)
         # the full budget is the population's own action set (the same numbers as OAR's)
         aset = (
             self.action_set
@@ -658,6 +663,24 @@ class Controlled(Strategy):
         )
         target = oar_goal(a[OAR_ACTION.index("goal")], int(goal), len(learner.classes_))
         return _oar_act(self, learner, X, y, participants, queries, target, aset)
+
+    def applied_action(self, action: np.ndarray | None) -> np.ndarray:
+        """An ``action: oar`` action as the round applied it, each entry in [-1, 1]:
+        ``act`` 0 (acts) or -1 (idle); ``alpha`` and ``budget`` their share of the
+        file's α and ε minus 1 (the budget snapped, `oar_budget_share`); ``goal`` 0 for
+        the query's own goal, else the (clipped) entry that chose another class."""
+        if action is None:
+            return np.zeros(len(OAR_ACTION))
+        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        act, alpha, budget, goal = (a[OAR_ACTION.index(k)] for k in OAR_ACTION[:4])
+        return np.array(
+            [
+                0.0 if act >= OAR_THRESHOLD else -1.0,
+                _share(alpha) - 1.0,
+                oar_budget_share(budget, self.spec.budget_levels) - 1.0,
+                0.0 if goal >= OAR_THRESHOLD else goal,
+            ]
+        )
 
     def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
         """The perturbations (r, d) of r participants with training rows `X` (r, d) who
@@ -681,6 +704,17 @@ and aims at the query's own goal, when the entry is at least this (see `Controll
 def _share(a: float) -> float:
     """[-1, 1] → [0, 1]: min(1, 1 + a), so 0 and above is the whole."""
     return float(np.clip(1.0 + float(a), 0.0, 1.0))
+
+
+def oar_budget_share(a: float, levels: int) -> float:
+    """The share of the budget ε an ``action: oar`` action's ``budget`` entry `a` gives:
+    min(1, 1 + a) snapped to the nearest of `levels` L whole shares, halves up,
+    floor(L · min(1, 1 + a) + 1/2) / L (with L = 4 every a ≥ -1/8 is the whole); L = 0:
+    min(1, 1 + a) itself. Entries below -1 count as -1."""
+    share = _share(a)
+    if levels == 0:
+        return share
+    return float(np.floor(levels * share + 0.5)) / levels
 
 
 def oar_goal(entry: float, query_goal: int, n_classes: int) -> int:

@@ -162,6 +162,7 @@ FIELD_SCOPE: dict[str, str] = {
     "populations[controlled].horizon": "refused with action oar (OAR's settings)",
     "populations[controlled].steps": "refused with action oar (OAR's settings)",
     "populations[controlled].solver": "refused with action oar (OAR's settings)",
+    "populations[controlled].budget_levels": "refused with action oar (OAR's settings)",
 }
 """The scenario fields of the native world kinds and strategies: simulated natively
 (``native``, or within the values named) or refused by `native_reason` (``refused:

@@ -17,7 +17,7 @@ from recourse_sim.env.engine import RoundEngine
 from recourse_sim.env.metrics import people_columns
 from recourse_sim.env.pool import Pool
 from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
-from recourse_sim.env.round import RoundWork, no_holders, play_round
+from recourse_sim.env.round import RoundWork, controlled_summary, no_holders, play_round
 from recourse_sim.env.shift import SHIFT_STREAM
 from recourse_sim.env.state import episode_state, restore_episode_state
 from recourse_sim.env.streams import LEARNER, WORLD, derive_streams, stream_key
@@ -106,7 +106,8 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     With the population's ``action: oar`` (the ``-v2`` IDs): ``Box(-1, 1, shape=(4,),
     float32)``, OAR's own settings for the round, centred on OAR — ``act`` (≥ -1/2:
     the collective acts), ``alpha`` (participation: the population's · min(1, 1 + a)),
-    ``budget`` (ε: the population's · min(1, 1 + a)) and ``goal`` (≥ -1/2: the query's
+    ``budget`` (ε: the population's · min(1, 1 + a) snapped to ``budget_levels`` whole
+    shares, `agents.strategies.oar_budget_share`) and ``goal`` (≥ -1/2: the query's
     own goal class, below: another class); OAR computes each member's perturbation. The
     zero action, as the constant (1, 1, 1, 1), reproduces the ``collective_oar``
     population exactly (see `agents.Controlled`).
@@ -125,6 +126,16 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     | query group: last round's acceptance | 1 | [0, 1] |
     | query group, next cohort: mean features in history SDs | d | ±10 |
     | rounds done / rounds | 1 | [0, 1] |
+
+    With ``action: oar`` (the ``-v2`` IDs) it goes on:
+
+    | part | size | range |
+    |---|---|---|
+    | acting rounds left, cost left, as shares of the limits (1: none) | 2 | [0, 1] |
+    | last round's action as applied (`agents.Controlled.applied_action`; 0 before) | 4 | ±1 |
+    | last round's mean collective cost per participant / ε | 1 | [0, 1] |
+    | last round's decision cut-off as a probability (before: the first model's) | 1 | [0, 1] |
+    | last round's participants / eligible, eligible / applicants | 2 | [0, 1] |
 
     ## Rewards
 
@@ -211,6 +222,10 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
       (α, ε: the file's · min(1, 1 + a); act and goal switch at -1/2, the goal entry
       now choosing between the query's own goal and the other classes) — so a policy
       initialised near zero starts at OAR; (1, 1, 1, 1) is still OAR.
+    * v2, later revision (same IDs): the ``budget`` entry snaps ε to quarters
+      (``budget_levels: 4``; every entry ≥ -1/8 keeps the file's ε), and the
+      observation adds the limits left, the last action as applied, its cost, the
+      decision cut-off and the collective's size.
     * v2, v1 and v0, later revision (same IDs): ``auc`` counts the decision rule's ties
       as ties; ``school_assignment`` (``SchoolAssignment-v0``) has seekers who aim a
       margin drawn per person above the cut-off and lottery ties (before: everyone at
@@ -296,11 +311,28 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         high = np.concatenate(
             [np.full(n_params, PARAM_BOUND), np.ones(3 * G + 4), np.full(d, FEATURE_BOUND), [1.0]]
         )
+        if self.coordinates:  # what the collective's settings need: see the docs table
+            (entries,) = shape
+            left = len(self.limit_left())
+            low = np.concatenate([low, np.zeros(left), -np.ones(entries), np.zeros(4)])
+            high = np.concatenate([high, np.ones(left + entries + 4)])
         self.observation_space = spaces.Box(
             low.astype(np.float32), high.astype(np.float32), dtype=np.float32
         )
         self._last_metrics: list[dict] = []
         self._history: list[list[dict]] = []  # every round's metrics (rgb_array frames)
+
+    @property
+    def coordinates(self) -> bool:
+        """Whether the action sets a controlled collective's OAR settings (``action: oar``),
+        whose observation adds what they need (limits left, the last action and its cost,
+        the cut-off, the collective's size)."""
+        return self.controlled is not None and self.controlled.spec.action != "shift"
+
+    def limit_left(self) -> tuple[float, ...]:
+        """The shares of the task's limits left, in [0, 1]: acting rounds and total cost
+        (1: no limit). Its length does not change within an environment."""
+        return (1.0, 1.0)
 
     # -- gymnasium API ---------------------------------------------------------------------
     def reset(
@@ -362,6 +394,8 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             "true_outcome": np.zeros(G),
             "query_acceptance": np.zeros(1),
         }
+        if self.coordinates:
+            self.state.last["controlled"] = controlled_summary(self, None)
         self._last_metrics = []
         self._history = []
 
@@ -470,6 +504,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
                 self.state.last["query_acceptance"],
                 np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
                 [self.state.round / self.scenario.rounds],
+                *((self.limit_left(), self.state.last["controlled"]) if self.coordinates else ()),
             ]
         ).astype(np.float32)
         return np.clip(obs, self.observation_space.low, self.observation_space.high)

@@ -68,7 +68,9 @@ __all__ = [
     "advance",
     "close_round",
     "collective",
+    "controlled_summary",
     "decide",
+    "decision_cutoff",
     "individual_recourse",
     "no_holders",
     "outcomes",
@@ -207,6 +209,7 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
         members.append((s.population, joined, own_cost))
         collectives[s.population] = {
             "participants": int(joined.sum()),
+            "eligible": int(eligible.sum()),
             "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
             "query": (qmask, qspec.goal),
         }
@@ -342,12 +345,57 @@ def close_round(engine: RoundEngine, work: RoundWork) -> None:
         "true_outcome": np.array([m["true_outcome_rate"] for m in metrics[:G]]),
         "query_acceptance": np.array([metrics[G]["acceptance_rate"]]),
     }
+    if engine.controlled is not None and engine.controlled.spec.action != "shift":
+        state.last["controlled"] = controlled_summary(engine, work)
     if engine.query_group_row is not None:  # the same people as the query row: once
         del metrics[engine.query_group_row]
     work.record, work.metrics = record, metrics
     state.last_record = record
     state.round += 1
     state.cohort = work.next_cohort
+
+
+def decision_cutoff(engine: RoundEngine, cut: float | None) -> float:
+    """The decision's cut-off as a probability: under ``capacity`` the P(favourable) of
+    the last one given a place (`cut`), under a threshold rule its threshold (PARE's
+    current one), else (nobody given a place, ``argmax``) 1/2."""
+    rule = engine.scenario.decision
+    if cut is not None:
+        return float(cut) if np.isfinite(cut) else 0.5
+    if rule.rule == "pare":
+        return float(engine.state.pare["decision_threshold"])
+    if rule.rule == "threshold":
+        return float(rule.threshold)
+    return 0.5
+
+
+def controlled_summary(engine: RoundEngine, work: RoundWork | None) -> np.ndarray:
+    """What the observation of a controlled collective with OAR's settings as its action
+    remembers of a round (`work`; None: before round 1, the first model's cut-off on the
+    first cohort): the action as applied (`Controlled.applied_action`; zeros before round
+    1), its mean cost per participant / ε (clipped to [0, 1]), the decision's cut-off
+    (`decision_cutoff`), participants / eligible and eligible / applicants."""
+    s = engine.controlled
+    if work is None:
+        c = engine.state.cohort
+        proba, favourable = engine.honest_decisions(c)
+        cut = decision_cutoff(engine, engine.capacity_cut(proba, favourable))
+        (entries,) = s.action_shape(engine.n_classes)
+        return np.array([*np.zeros(entries), 0.0, cut, 0.0, 0.0])
+    stats = work.collectives.get(s.population, {"participants": 0, "eligible": 0, "cost": 0.0})
+    action = work.actions.get(s.population, work.default)
+    eps = s.action_set.epsilon
+    cost = min(stats["cost"] / eps, 1.0) if eps > 0 else 0.0
+    eligible = stats["eligible"]
+    return np.array(
+        [
+            *s.applied_action(action),
+            cost,
+            decision_cutoff(engine, work.cut),
+            stats["participants"] / eligible if eligible else 0.0,
+            eligible / len(work.cohort.group) if len(work.cohort.group) else 0.0,
+        ]
+    )
 
 
 def play_round(

@@ -20,6 +20,7 @@ from recourse_sim.scenarios.base import (
     LabelValue,
     Name,
     NonNegative,
+    NonNegativeInt,
     Positive,
     PositiveInt,
     Probability,
@@ -339,6 +340,8 @@ class ControlledPopulation(_Collective):
     horizon: PositiveInt = 1  # action oar: look-ahead rounds of updates OAR optimises over
     steps: PositiveInt = 10  # action oar: projected-gradient steps of the OAR solver
     solver: Literal["pgd", "fgm"] = "pgd"  # action oar: OAR solver (fgm: one-step heuristic)
+    # action oar: the budget entry snaps ε to this many whole shares (0: continuous)
+    budget_levels: NonNegativeInt = 4
 
     @model_validator(mode="after")
     def _oar_settings_need_oar(self) -> ControlledPopulation:
