@@ -4,8 +4,10 @@ unspent budget): the schema refuses what it cannot mean, in one line naming the 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from recourse_sim.agents import OAR_ACTION, OAR_PLAN_ACTION
 from recourse_sim.env import RecourseEnv
 from recourse_sim.env.batched_scope import native_reason
 from recourse_sim.errors import ConfigError
@@ -46,3 +48,141 @@ def test_a_limit_or_the_plan_action_is_not_batched_natively():
     assert native_reason(_env(action="oar", limit={"acting_rounds": 2})) is not None
     assert "limit" in native_reason(_env(action="oar", limit={"total_cost": 1.0}))
     assert "oar_plan" in native_reason(_env(action="oar_plan"))
+
+
+# -- the limit -------------------------------------------------------------------------
+
+LENDING = {"world__n_applicants": 300, "world__history_size": 400}
+ROUNDS = 6
+
+
+def _lending(rounds: int = ROUNDS, **settings) -> RecourseEnv:
+    overrides = {f"populations__borrowers__{k}": v for k, v in settings.items()}
+    return RecourseEnv("lending_fico_controlled", rounds=rounds, **LENDING, **overrides)
+
+
+def _play(env: RecourseEnv, actions, seed: int = 3) -> list:
+    """Observations, rewards and infos of an episode of seed `seed` under `actions` (one
+    per round)."""
+    obs, _ = env.reset(seed=seed)
+    steps = [obs]
+    for a in actions:
+        obs, reward, _, _, info = env.step(np.asarray(a, np.float32))
+        steps.append((obs, reward, info))
+    return steps
+
+
+def _same_rounds(a: list, b: list) -> None:
+    np.testing.assert_array_equal(a[0], b[0])
+    for (obs_a, r_a, i_a), (obs_b, r_b, i_b) in zip(a[1:], b[1:], strict=True):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert r_a == r_b
+        assert i_a["metrics"] == i_b["metrics"] and i_a["rewards"] == i_b["rewards"]
+
+
+def _entries(names, **values) -> np.ndarray:
+    a = np.zeros(len(names), np.float32)
+    for name, value in values.items():
+        a[names.index(name)] = value
+    return a
+
+
+def test_acting_rounds_clip_an_acting_action_to_idle_after_k():
+    k = 2
+    limited = _play(
+        _lending(action="oar", limit={"acting_rounds": k}), [_entries(OAR_ACTION)] * ROUNDS
+    )
+    # the same rounds as a policy that acts k times and then sets act to -1 itself
+    schedule = [_entries(OAR_ACTION)] * k + [_entries(OAR_ACTION, act=-1.0)] * (ROUNDS - k)
+    _same_rounds(limited, _play(_lending(action="oar"), schedule))
+    infos = [step[2] for step in limited[1:]]
+    assert sum(i["rewards"]["cost"] > 0 for i in infos) == k
+    assert [i["limit"]["clipped"] for i in infos] == [False] * k + [True] * (ROUNDS - k)
+    assert [i["limit"]["acting_rounds_left"] for i in infos] == [1, 0, 0, 0, 0, 0]
+    assert all(i["limit"]["cost_left"] is None for i in infos)
+
+
+def test_an_idle_action_uses_no_acting_round():
+    env = _lending(action="oar", limit={"acting_rounds": 1})
+    steps = _play(env, [_entries(OAR_ACTION, act=-1.0)] * 3 + [_entries(OAR_ACTION)] * 2)
+    infos = [step[2] for step in steps[1:]]
+    assert [i["limit"]["acting_rounds_left"] for i in infos] == [1, 1, 1, 0, 0]
+    assert [i["limit"]["clipped"] for i in infos] == [False] * 4 + [True]
+    assert infos[3]["rewards"]["cost"] > 0 and infos[4]["rewards"]["cost"] == 0
+    assert env.limit_left() == (0.0, 1.0)
+
+
+def test_total_cost_caps_each_round_at_the_cost_left():
+    epsilon = 0.5  # (lending's borrowers)
+    budget = 2.3 * epsilon
+    env = _lending(action="oar", limit={"total_cost": budget})
+    assert env.controlled.action_set.epsilon == epsilon
+    steps = _play(env, [_entries(OAR_ACTION)] * ROUNDS)  # the full budget, every round
+    costs = [step[2]["rewards"]["cost"] for step in steps[1:]]
+    left = [budget] + [step[2]["limit"]["cost_left"] for step in steps[1:]]
+    for cost, before, after in zip(costs, left, left[1:], strict=False):
+        assert cost <= min(epsilon, before) * (1 + 1e-12)  # each member's cost <= the cap
+        assert after == pytest.approx(max(0.0, before - cost), abs=1e-12)
+    assert sum(costs) <= budget * (1 + 1e-12)
+    assert sum(costs) >= 0.95 * budget  # the continuous scores spend nearly all of it
+    clipped = [step[2]["limit"]["clipped"] for step in steps[1:]]
+    assert clipped[:2] == [False, False] and all(clipped[2:])
+    assert env.limit_left()[1] == pytest.approx(left[-1] / budget)
+
+
+def test_a_restored_checkpoint_continues_bit_for_bit():
+    import copy
+
+    limit = {"acting_rounds": 3, "total_cost": 1.2}
+    actions = [
+        _entries(OAR_PLAN_ACTION, act=-1.0),
+        _entries(OAR_PLAN_ACTION, bank=0.7, horizon=-1.0),
+        _entries(OAR_PLAN_ACTION, budget=-0.5),
+        _entries(OAR_PLAN_ACTION, act=-1.0),
+        _entries(OAR_PLAN_ACTION, bank=1.0),
+        _entries(OAR_PLAN_ACTION),
+    ]
+    uninterrupted = _lending(action="oar_plan", limit=limit)
+    whole = _play(uninterrupted, actions)
+    env = _lending(action="oar_plan", limit=limit)
+    env.reset(seed=3)
+    for a in actions[:3]:
+        env.step(a)
+    state = copy.deepcopy(env.get_state())
+    assert state["allowances"]["borrowers"]["acting_rounds"] == 2
+    assert state["allowances"]["borrowers"]["bank"] > 0  # (round 1 banked, round 3 too)
+    resumed = _lending(action="oar_plan", limit=limit)
+    resumed.reset(seed=99)  # another episode first: the restore replaces all of it
+    resumed.set_state(state)
+    assert resumed.limit_left() == env.limit_left()
+    assert resumed.bank_share() == env.bank_share() > 0
+    for a, (obs, reward, info) in zip(actions[3:], whole[4:], strict=True):
+        got_obs, got_reward, _, _, got_info = resumed.step(a)
+        np.testing.assert_array_equal(got_obs, obs)
+        assert got_reward == reward
+        assert got_info["metrics"] == info["metrics"] and got_info["rewards"] == info["rewards"]
+        assert got_info["limit"] == info["limit"]
+    assert resumed.get_state()["allowances"] == uninterrupted.get_state()["allowances"]
+
+
+@pytest.mark.parametrize(
+    ("part", "message"),
+    [
+        ({"acting_rounds": -1, "cost": 0.0, "bank": 0.0}, "acting_rounds must be a count"),
+        ({"acting_rounds": 1, "cost": float("nan"), "bank": 0.0}, "cost must be a finite"),
+        ({"acting_rounds": 1, "cost": 0.0, "bank": -1.0}, "bank must be a finite"),
+        (None, "no allowance for population 'borrowers'"),
+    ],
+)
+def test_a_corrupt_allowance_is_refused(part, message):
+    from recourse_sim.errors import CheckpointError
+
+    env = _lending(action="oar", limit={"acting_rounds": 2})
+    env.reset(seed=0)
+    state = env.get_state()
+    if part is None:
+        del state["allowances"]["borrowers"]
+    else:
+        state["allowances"]["borrowers"] = part
+    with pytest.raises(CheckpointError, match=message):
+        env.set_state(state)
