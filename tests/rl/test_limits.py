@@ -4,10 +4,16 @@ unspent budget): the schema refuses what it cannot mean, in one line naming the 
 
 from __future__ import annotations
 
+import warnings
+
+import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
 
+import recourse_sim.env  # noqa: F401 - registers the environments
 from recourse_sim.agents import OAR_ACTION, OAR_PLAN_ACTION
+from recourse_sim.agents.oar_settings import bank_draw, plan_horizon
 from recourse_sim.env import RecourseEnv
 from recourse_sim.env.batched_scope import native_reason
 from recourse_sim.errors import ConfigError
@@ -63,11 +69,11 @@ def _lending(rounds: int = ROUNDS, **settings) -> RecourseEnv:
 
 def _play(env: RecourseEnv, actions, seed: int = 3) -> list:
     """Observations, rewards and infos of an episode of seed `seed` under `actions` (one
-    per round)."""
+    per round; None for an env without a controlled collective)."""
     obs, _ = env.reset(seed=seed)
     steps = [obs]
     for a in actions:
-        obs, reward, _, _, info = env.step(np.asarray(a, np.float32))
+        obs, reward, _, _, info = env.step(None if a is None else np.asarray(a, np.float32))
         steps.append((obs, reward, info))
     return steps
 
@@ -186,3 +192,106 @@ def test_a_corrupt_allowance_is_refused(part, message):
         state["allowances"]["borrowers"] = part
     with pytest.raises(CheckpointError, match=message):
         env.set_state(state)
+
+
+# -- the -v3 action (oar_plan) -----------------------------------------------------------
+
+
+def test_the_plan_horizon_and_bank_draw_mappings():
+    # at or below 0: the file's horizon; (0, 1] split evenly between the longer ones
+    assert [plan_horizon(e, 1, 3) for e in (-1.0, 0.0, 0.1, 1 / 3, 0.34, 0.67, 1.0)] == [
+        1, 1, 1, 2, 2, 3, 3,
+    ]  # fmt: skip
+    assert [plan_horizon(e, 2, 2) for e in (-0.5, 0.5, 1.0)] == [2, 2, 2]
+    assert plan_horizon(1.0, 2, 5) == 5 and plan_horizon(0.2, 2, 5) == 2
+    assert plan_horizon(0.25, 2, 5) == 3  # 2 + floor(0.25 · 4)
+    # a share of bank_cap · ε, at most the bank; nothing at or below 0
+    assert bank_draw(0.0, 1.0, 2.0) == 0.0 and bank_draw(-1.0, 1.0, 2.0) == 0.0
+    assert bank_draw(0.25, 1.0, 2.0) == 0.5 and bank_draw(1.0, 1.0, 2.0) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "population", "small"),
+    [
+        ("school_assignment_controlled", "h1_students", SMALL),
+        ("lending_fico_controlled", "borrowers", LENDING),
+    ],
+)
+def test_the_zero_plan_action_is_the_collective_oar_population(name, population, small):
+    def env(**settings):
+        overrides = {f"populations__{population}__{k}": v for k, v in settings.items()}
+        return RecourseEnv(name, rounds=4, **small, **overrides)
+
+    oar = _play(env(strategy="collective_oar"), [None] * 4)
+    for constant in (0.0, 1.0, 0.3):  # act, alpha, budget, goal in [0, 1]
+        for plan in ((0.0, 0.0), (-1.0, -0.4)):  # horizon, bank at or below 0
+            action = np.array([constant] * 4 + list(plan), np.float32)
+            _same_rounds(_play(env(action="oar_plan"), [action] * 4), oar)
+
+
+def test_the_horizon_entry_is_oar_with_that_look_ahead():
+    plan = _play(
+        _lending(rounds=3, action="oar_plan", max_horizon=2),
+        [_entries(OAR_PLAN_ACTION, horizon=1.0)] * 3,
+    )
+    _same_rounds(plan, _play(_lending(rounds=3, strategy="collective_oar", horizon=2), [None] * 3))
+    # (and the look-ahead matters here: the file's horizon, 1, plays other rounds)
+    one = _play(_lending(rounds=3, strategy="collective_oar"), [None] * 3)
+    assert [step[1] for step in one[1:]] != [step[1] for step in plan[1:]]
+
+
+def test_an_idle_round_banks_its_budget_and_a_draw_spends_it():
+    epsilon = 0.5  # (lending's borrowers; bank_cap 2: at most 1.0 banked)
+    idle, draw = _entries(OAR_PLAN_ACTION, act=-1.0), _entries(OAR_PLAN_ACTION, bank=0.5)
+    env = _lending(action="oar_plan")
+    env.reset(seed=3)
+    shares = []
+    for a in (idle, idle, idle, draw, _entries(OAR_PLAN_ACTION, budget=-0.5)):
+        env.step(a)
+        shares.append(env.bank_share())
+    # idle: +ε each (capped at 2ε); the draw takes 0.5 · 2ε = ε for a round of 2ε, which
+    # used all of its own ε: -ε; half the budget banks the other half: +ε/2
+    assert shares == [0.5, 1.0, 1.0, 0.5, 0.75]
+    assert env.state.allowances["borrowers"].bank == pytest.approx(0.75 * 2 * epsilon)
+
+
+def test_a_draw_is_oar_with_that_budget():
+    # after one idle round (ε banked) a draw of all of it is OAR with budget 2ε
+    idle, draw = _entries(OAR_PLAN_ACTION, act=-1.0), _entries(OAR_PLAN_ACTION, bank=1.0)
+    plan = _play(_lending(rounds=2, action="oar_plan", bank_cap=1.0), [idle, draw])
+    doubled = _lending(rounds=2, action="oar", epsilon=1.0)
+    _same_rounds(plan, _play(doubled, [_entries(OAR_ACTION, act=-1.0), _entries(OAR_ACTION)]))
+
+
+def test_a_cost_limit_caps_the_draw_too():
+    draw = _entries(OAR_PLAN_ACTION, bank=1.0)
+    env = _lending(action="oar_plan", limit={"total_cost": 0.7})
+    steps = _play(env, [_entries(OAR_PLAN_ACTION, act=-1.0), draw, draw])
+    costs = [step[2]["rewards"]["cost"] for step in steps[1:]]
+    assert costs[0] == 0 and 0.5 < costs[1] <= 0.7 and sum(costs) <= 0.7 * (1 + 1e-12)
+    assert steps[2][2]["limit"]["clipped"]  # 2ε asked, 0.7 left
+
+
+@pytest.mark.parametrize("env_id", ["recourse_sim/SchoolAssignment-v3", "recourse_sim/Lending-v3"])
+def test_v3_ids_have_the_plan_action_and_pass_the_checker(env_id):
+    small = SMALL if "School" in env_id else LENDING
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env = gym.make(env_id, rounds=3, **small)
+        assert env.action_space.shape == (len(OAR_PLAN_ACTION),)
+        assert env.unwrapped.controlled.spec.action == "oar_plan"
+        check_env(env.unwrapped)
+
+
+def test_the_batched_env_falls_back_for_the_plan_action():
+    with pytest.warns(UserWarning, match="oar_plan"):
+        envs = gym.make_vec(
+            "recourse_sim/Lending-v3",
+            num_envs=2,
+            vectorization_mode="vector_entry_point",
+            rounds=2,
+            **LENDING,
+        )
+    envs.reset(seed=0)
+    envs.step(np.zeros((2, len(OAR_PLAN_ACTION)), dtype=np.float32))
+    envs.close()
