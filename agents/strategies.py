@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from recourse_sim.agents.best_response import best_response_bounds, best_response_delta
+from recourse_sim.agents.oar_settings import OarSettings, bank_draw, plan_horizon
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import Learner
 from recourse_sim.learners.base import State
@@ -32,6 +33,7 @@ from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
     "OAR_ACTION",
+    "OAR_PLAN_ACTION",
     "OAR_THRESHOLD",
     "REGISTRY",
     "BestResponse",
@@ -537,9 +539,11 @@ def _oar_act(
     queries: np.ndarray,
     goal: int,
     action_set: ActionSet,
+    horizon: int | None = None,
 ) -> np.ndarray:
     """OAR's perturbations of the training rows by `strategy`'s participants (its spec's
-    horizon, steps and solver), within `action_set`; sets `strategy.state_after`."""
+    steps and solver, and its horizon unless `horizon` is given), within `action_set`;
+    sets `strategy.state_after`."""
     from recourse_sim.recourse.collective import collective_recourse
 
     strategy.state_after = None
@@ -548,6 +552,7 @@ def _oar_act(
     if learner.update_rule == "frozen":  # the update ignores the reports: nothing to gain
         return np.zeros_like(X)
     spec = strategy.spec
+    horizon = spec.horizon if horizon is None else horizon
     res = collective_recourse(
         learner,
         X,
@@ -555,12 +560,12 @@ def _oar_act(
         queries,
         goal,
         action_set,
-        spec.horizon,
+        horizon,
         members=np.asarray(participants, bool),
         steps=spec.steps,
         method=spec.solver,
     )
-    if spec.horizon == 1:  # θ_1: the real update of these rows, solved
+    if horizon == 1:  # θ_1: the real update of these rows, solved
         strategy.state_after = res.state_after
     return res.delta
 
@@ -620,15 +625,41 @@ class Controlled(Strategy):
 
     def action_shape(self, n_classes: int) -> tuple[int, ...]:
         """The shape of this population's action (its `Box(-1, 1)`)."""
+        if self.spec.action == "oar_plan":
+            return (len(OAR_PLAN_ACTION),)
         if self.spec.action == "oar":
             return (len(OAR_ACTION),)
         return (n_classes, max(len(self.actionable_index), 1))
 
-    def participation_of(self, action: np.ndarray | None) -> float:
+    def participation_of(self, action: np.ndarray | OarSettings | None) -> float:
         """α this round: the population's, or under ``action: oar`` the action's share of it."""
-        if self.spec.action != "oar" or action is None:
+        if self.spec.action == "shift" or action is None:
             return self.spec.participation
-        return self.spec.participation * _share(action[OAR_ACTION.index("alpha")])
+        return self.oar_settings(action).participation
+
+    def oar_settings(self, action: np.ndarray | OarSettings, bank: float = 0.0) -> OarSettings:
+        """The round's OAR settings an ``oar`` or ``oar_plan`` action chooses (settings
+        already decoded are returned as they are); `bank`: the budget banked so far."""
+        if isinstance(action, OarSettings):
+            return action
+        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        spec, epsilon = self.spec, self.action_set.epsilon
+        plan = spec.action == "oar_plan"
+        entry = dict(zip(OAR_PLAN_ACTION if plan else OAR_ACTION, a.tolist(), strict=True))
+        alpha = spec.participation * _share(entry["alpha"])
+        eps = epsilon * oar_budget_share(entry["budget"], spec.budget_levels)
+        acting = entry["act"] >= OAR_THRESHOLD
+        draw = bank_draw(entry["bank"], bank, spec.bank_cap * epsilon) if plan and acting else 0.0
+        horizon = plan_horizon(entry["horizon"], spec.horizon, spec.max_horizon) if plan else None
+        settings = OarSettings(
+            acting and alpha > 0 and eps + draw > 0,
+            alpha,
+            eps + draw,
+            entry["goal"],
+            spec.horizon if horizon is None else horizon,
+            draw,
+        )
+        return settings if settings.acts else settings.idle()
 
     def act(
         self,
@@ -638,49 +669,57 @@ class Controlled(Strategy):
         participants: np.ndarray,
         queries: np.ndarray,
         goal: int,
-        action: np.ndarray | None = None,
+        action: np.ndarray | OarSettings | None = None,
     ) -> np.ndarray:
         delta = np.zeros_like(X)
         self.state_after = None
         if action is None or not participants.any():
             return delta
+        if self.spec.action != "shift":
+            return self._oar(learner, X, y, participants, queries, goal, self.oar_settings(action))
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
-        if self.spec.action == "oar":
-            return self._oar(learner, X, y, participants, queries, goal, a)
         rows = np.flatnonzero(participants)
         delta[rows] = self.perturb(X[rows], a[y[rows]])
         return delta
 
-    def _oar(self, learner, X, y, participants, queries, goal, a: np.ndarray) -> np.ndarray:
-        if a[OAR_ACTION.index("act")] < OAR_THRESHOLD:
+    def _oar(self, learner, X, y, participants, queries, goal, settings: OarSettings):
+        if not settings.acts:
             return np.zeros_like(X)
-        share = oar_budget_share(a[OAR_ACTION.index("budget")], self.spec.budget_levels)
-        # the full budget is the population's own action set (the same numbers as OAR's)
-        aset = (
-            self.action_set
-            if share == 1.0
-            else self.action_set.replace(epsilon=self.action_set.epsilon * share)
-        )
-        target = oar_goal(a[OAR_ACTION.index("goal")], int(goal), len(learner.classes_))
-        return _oar_act(self, learner, X, y, participants, queries, target, aset)
+        # the file's budget is the population's own action set (the same numbers as OAR's)
+        aset = self.action_set
+        if settings.epsilon != aset.epsilon:
+            aset = aset.replace(epsilon=settings.epsilon)
+        target = oar_goal(settings.goal, int(goal), len(learner.classes_))
+        return _oar_act(self, learner, X, y, participants, queries, target, aset, settings.horizon)
 
-    def applied_action(self, action: np.ndarray | None) -> np.ndarray:
-        """An ``action: oar`` action as the round applied it, each entry in [-1, 1]:
-        ``act`` 0 (acts) or -1 (idle); ``alpha`` and ``budget`` their share of the
-        file's α and ε minus 1 (the budget snapped, `oar_budget_share`); ``goal`` 0 for
-        the query's own goal, else the (clipped) entry that chose another class."""
-        if action is None:
-            return np.zeros(len(OAR_ACTION))
-        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
-        act, alpha, budget, goal = (a[OAR_ACTION.index(k)] for k in OAR_ACTION[:4])
-        return np.array(
-            [
-                0.0 if act >= OAR_THRESHOLD else -1.0,
-                _share(alpha) - 1.0,
-                oar_budget_share(budget, self.spec.budget_levels) - 1.0,
-                0.0 if goal >= OAR_THRESHOLD else goal,
+    def applied_action(self, settings: OarSettings | None) -> np.ndarray:
+        """The round's OAR settings (after the limit) as the action entries that choose
+        them, each in [-1, 1]: ``act`` 0 (acts) or -1 (idle); ``alpha`` and ``budget``
+        their share of the file's α and ε minus 1 (the budget as snapped and capped, the
+        bank's draw left out); ``goal`` 0 for the query's own goal, else the (clipped)
+        entry that chose another class; under ``oar_plan`` also ``horizon`` (0: the
+        file's look-ahead) and ``bank`` (the draw / (bank_cap · ε)). Zeros before round 1."""
+        spec, epsilon = self.spec, self.action_set.epsilon
+        plan = spec.action == "oar_plan"
+        if settings is None:
+            return np.zeros(len(OAR_PLAN_ACTION if plan else OAR_ACTION))
+        alpha = settings.participation / spec.participation if spec.participation > 0 else 0.0
+        own = (settings.epsilon - settings.draw) / epsilon if epsilon > 0 else 0.0
+        goal = float(np.clip(settings.goal, -1.0, 1.0))
+        entries = [
+            0.0 if settings.acts else -1.0,
+            min(alpha, 1.0) - 1.0,
+            min(own, 1.0) - 1.0,
+            0.0 if goal >= OAR_THRESHOLD else goal,
+        ]
+        if plan:
+            longer = spec.max_horizon - spec.horizon + 1
+            most = spec.bank_cap * epsilon
+            entries += [
+                (settings.horizon - spec.horizon) / longer,
+                min(settings.draw / most, 1.0) if most > 0 else 0.0,
             ]
-        )
+        return np.array(entries)
 
     def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
         """The perturbations (r, d) of r participants with training rows `X` (r, d) who
@@ -694,6 +733,10 @@ class Controlled(Strategy):
 
 OAR_ACTION: tuple[str, ...] = ("act", "alpha", "budget", "goal")
 """The entries of an ``action: oar`` action, in order (see `Controlled`)."""
+
+OAR_PLAN_ACTION: tuple[str, ...] = (*OAR_ACTION, "horizon", "bank")
+"""The entries of an ``action: oar_plan`` action, in order: `OAR_ACTION`'s, then the
+look-ahead and the draw on the banked budget (`recourse_sim.env.limits`)."""
 
 
 OAR_THRESHOLD: float = -0.5

@@ -14,6 +14,7 @@ from gymnasium.error import ResetNeeded
 
 from recourse_sim.env import guards
 from recourse_sim.env.engine import RoundEngine
+from recourse_sim.env.limits import Allowance, limit_info
 from recourse_sim.env.metrics import people_columns
 from recourse_sim.env.pool import Pool
 from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
@@ -330,9 +331,14 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         return self.controlled is not None and self.controlled.spec.action != "shift"
 
     def limit_left(self) -> tuple[float, ...]:
-        """The shares of the task's limits left, in [0, 1]: acting rounds and total cost
-        (1: no limit). Its length does not change within an environment."""
-        return (1.0, 1.0)
+        """What the observation holds of the collective's allowance, each in [0, 1]: the
+        shares of its limits left (acting rounds, total cost; 1: no limit) and, under
+        ``action: oar_plan``, its bank / (bank_cap · ε). Its length does not change
+        within an environment."""
+        left = super().limit_left()
+        if self.controlled is not None and self.controlled.spec.action == "oar_plan":
+            return (*left, self.bank_share())
+        return left
 
     # -- gymnasium API ---------------------------------------------------------------------
     def reset(
@@ -383,6 +389,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         )
         self.state.holders = no_holders(self.n_features)
         self.state.past_holders = []  # last T rounds' holders
+        self.state.allowances = {
+            s.population: Allowance() for s in self.strategies if s.name == "controlled"
+        }
         self.state.last_record = None
         if self.has_round_zero:
             self.play_round_zero()
@@ -440,6 +449,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             },
             "collectives": work.collectives,
         }
+        if self.controlled is not None and self.controlled.spec.limit is not None:
+            p = self.controlled.population
+            info["limit"] = limit_info(self.controlled, work.clipped.get(p, False), self.state)
         if self.render_mode == "human":
             self.render()
         return self.observation(), float(work.reward), terminated, truncated, info

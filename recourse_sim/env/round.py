@@ -47,6 +47,7 @@ import numpy as np
 
 from recourse_sim.agents.social import recruit
 from recourse_sim.env.construction import log_loss, log_loss_of
+from recourse_sim.env.limits import limited, spend
 from recourse_sim.env.metrics import (
     CollectiveChanges,
     RoundRecord,
@@ -103,6 +104,8 @@ class RoundWork:
     participants: np.ndarray | None = None  # rows a collective perturbed (collective)
     changes: CollectiveChanges | None = None  # what collectives changed (collective)
     collectives: dict[str, dict[str, Any]] = field(default_factory=dict)  # per collective
+    clipped: dict[str, bool] = field(default_factory=dict)  # by its limit (collective)
+    applied: dict[str, Any] = field(default_factory=dict)  # OAR's settings played (collective)
     collective_cost: float = 0.0  # mean cost of every participant (collective)
     update_start: Any = None  # the update a collective solved, to start from (collective)
     model_shift: float = 0.0  # ‖θ − θ0‖ before the update (update)
@@ -184,7 +187,11 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
             eligible &= rows_favourable
         elif s.spec.decisions == "unfavourable":
             eligible &= ~rows_favourable
-        action = work.actions.get(s.population, work.default)
+        # OAR's settings as the action chooses them, held to the population's limit
+        action, work.clipped[s.population] = limited(
+            s, work.actions.get(s.population, work.default), engine.state
+        )
+        work.applied[s.population] = action
         joined = recruit(
             s.spec.graph,
             s.participation_of(action),
@@ -213,6 +220,7 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
             "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
             "query": (qmask, qspec.goal),
         }
+        spend(s, action, collectives[s.population]["cost"], engine.state)
     all_costs = np.concatenate(costs) if costs else np.zeros(0)
     work.collective_cost = float(all_costs.mean()) if all_costs.size else 0.0
     work.X_train, work.y_train, work.participants = X_train, y_train, participants_all
@@ -383,13 +391,12 @@ def controlled_summary(engine: RoundEngine, work: RoundWork | None) -> np.ndarra
         (entries,) = s.action_shape(engine.n_classes)
         return np.array([*np.zeros(entries), 0.0, cut, 0.0, 0.0])
     stats = work.collectives.get(s.population, {"participants": 0, "eligible": 0, "cost": 0.0})
-    action = work.actions.get(s.population, work.default)
     eps = s.action_set.epsilon
     cost = min(stats["cost"] / eps, 1.0) if eps > 0 else 0.0
     eligible = stats["eligible"]
     return np.array(
         [
-            *s.applied_action(action),
+            *s.applied_action(work.applied.get(s.population)),
             cost,
             decision_cutoff(engine, work.cut),
             stats["participants"] / eligible if eligible else 0.0,

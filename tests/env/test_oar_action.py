@@ -130,7 +130,7 @@ def test_the_observation_adds_what_the_settings_need(scenario, population, small
     rule = env.scenario.decision
     if rule.rule == "threshold":
         assert tail[7] == np.float32(rule.threshold)
-    # idle, another goal: act -1, the goal entry kept
+    # idle, another goal: act -1, no budget spent, the goal entry kept
     obs, *_ = env.step(np.array([-0.9, 0.0, 0.0, -0.8], np.float32))
-    np.testing.assert_allclose(obs[len(v1_obs) + 2 : len(v1_obs) + 6], [-1, 0, 0, -0.8], atol=1e-7)
+    np.testing.assert_allclose(obs[len(v1_obs) + 2 : len(v1_obs) + 6], [-1, 0, -1, -0.8], atol=1e-7)
     assert env.observation_space.contains(obs)
