@@ -145,3 +145,13 @@ def test_seed_cycle_resets_each_episode_with_the_next_training_seed():
     assert np.array_equal(firsts[0], plain.reset(seed=5)[0])
     assert np.array_equal(firsts[1], plain.reset(seed=6)[0])
     assert np.array_equal(firsts[2], firsts[0])
+
+
+@pytest.mark.slow
+def test_the_benchmark_pages_oracle_example_runs():
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "benchmark.md"
+    (code,) = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    exec(compile(code, "docs/benchmark.md", "exec"), {})
