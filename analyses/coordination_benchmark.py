@@ -207,19 +207,83 @@ def _shares(policy: Constant) -> tuple[float, float]:
     return float(a[1] + 1.0), float(a[2] + 1.0)
 
 
-HEAD = """# Coordination benchmark
+def head(settings: dict) -> str:
+    """The page's opening: what was run, with the settings of the run."""
+    n_test, n_oracle = settings["test_seeds"], settings["oracle_seeds"]
+    return f"""# Coordination benchmark
 
-(placeholder)
+Produced by `analyses/coordination_benchmark.py` (the commands and the time each task
+took are at the end). Every task's score is the query group's success per round (the
+reward, λ = 0) under the task's hard constraint; see `docs/benchmark.md` for the tasks,
+the baselines, the oracles and the scores.
+
+* **Held-out seeds**: {n_test} test seeds, 1000 … {999 + n_test}, one episode each, the same
+  seeds (the same worlds) for every policy, so every difference is paired. Tasks with hidden
+  dynamics draw them from their held-out ranges there.
+* **Simple baselines**: idle, OAR every round, first-K, evenly spread, last-K (K: the task's
+  acting rounds, else T/4) and the best constant α × ε setting of a 4 × 4 grid, chosen on
+  training seeds 0 … {settings["grid_seeds"] - 1}. "Best simple" below is the best of them
+  on the test seeds.
+* **Oracles** (privileged: they save and restore the env's state): the myopic one-step
+  oracle on every test seed; the privileged oracle (rollouts of the seed's best baseline
+  over idle, OAR and OAR at half ε, with common random numbers) on the first {n_oracle}
+  test seeds, where "oracle − best" is paired.
+* **PPO** (stable-baselines3, `recourse_sim.agents.training.train_ppo`): {settings["runs"]}
+  runs per task (PPO seeds 0 … {settings["runs"] - 1}), {settings["timesteps"]:,} env steps
+  each, training episodes on seeds 0–99 in turn, γ = {settings["gamma"]}, the rest of
+  `PPOConfig`'s defaults; evaluated deterministically (the Gaussian's mean).
+* **Scores**: normalised (J(π) − J(idle)) / (J(best simple) − J(idle)) per run (mean ± 95 %
+  t-interval over runs); "gap closed": (J(PPO) − J(best)) / (J(oracle) − J(best)) on the
+  oracle's seeds; the IQM over tasks × runs with a stratified bootstrap interval (2,000
+  replicates, runs resampled within each task).
+
+![learning curves](coordination_benchmark.png)
+
+Learning curves: each PPO run's training episodes (mean reward per round, a rolling
+mean of 20 episodes) against env steps, with idle, the best simple baseline and the
+privileged oracle on the test seeds.
 
 ## Scores
 
 """
 
-DEVIATIONS = """
-## Deviations
 
-(placeholder)
-"""
+def deviations(settings: dict) -> str:
+    n_test, n_oracle = settings["test_seeds"], settings["oracle_seeds"]
+    rows = [
+        (
+            "rliable for IQM and intervals",
+            "`recourse_sim.agents.coordination.iqm_interval`: the same statistic (scipy's "
+            "`trim_mean(·, 0.25)`) and the same stratified bootstrap (percentile interval)",
+            "rliable 1.2.0 installs but does not import: its `arch` dependency fails against "
+            "pandas 3 (arch 7.2: a `deprecate_kwarg` TypeError) and numpy 2 (arch 6.3: "
+            "binary incompatible)",
+        ),
+        (
+            "test seeds 1000–1099",
+            f"1000–{999 + n_test}",
+            "CPU time: every policy plays every test seed",
+        ),
+        (
+            "the oracle on every test seed",
+            f"the first {n_oracle}",
+            "its rollouts cost about (candidates + 1) · T²/2 env steps a seed",
+        ),
+        (
+            'an "individual" baseline',
+            "not in the table",
+            "in OAR's action space the collective's one alternative to acting is idling; its "
+            "members seek individual recourse in every policy's world",
+        ),
+        (
+            "PPO at scale",
+            f"{settings['runs']} runs × {settings['timesteps']:,} steps per task",
+            "two cores for the whole benchmark; the curves show where each run stands",
+        ),
+    ]
+    table = [_row(["asked", "here", "why"]), _row(["---"] * 3), *(_row(list(r)) for r in rows)]
+    return "\n## Deviations from the protocol\n\n" + "\n".join(table) + "\n"
+
 
 SIMPLE = ("idle", "oar", "first-K", "evenly spread", "last-K", "best constant")
 
@@ -326,7 +390,9 @@ def report(args: Args) -> None:
             )
         )
     body = [*lines, "## What the numbers say", "", *verdicts, "", "## Time", "", *timing]
-    (args.out / f"{PREFIX}.md").write_text(HEAD + "\n".join(body) + "\n" + DEVIATIONS)
+    settings = next(iter(summaries.values()))["settings"] if summaries else asdict(args)
+    page = head(settings) + "\n".join(body) + "\n" + deviations(settings)
+    (args.out / f"{PREFIX}.md").write_text(page)
     _figure(args, tasks, data)
     print("\n".join(body))
 
