@@ -88,5 +88,3 @@ def register_envs() -> None:
 
 
 __all__ = ["ENTRY_POINT", "ENV_IDS", "MAX_EPISODE_STEPS", "VECTOR_ENTRY_POINT", "register_envs"]
-
-COORDINATION_TASKS = {"control": "recourse_sim/SchoolAssignment-v2", "lending": "recourse_sim/Lending-v2"}  # TEMP
