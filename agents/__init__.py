@@ -6,7 +6,9 @@
 (planted signals).
 `recourse_sim.agents.policies` holds the analytic coordination policies of a controlled
 collective (``BASELINES``: ``none``, ``individual``, ``oar``, ``optimum``) and
-`recourse_sim.agents.training` trains one with stable-baselines3's PPO (the ``rl`` extra).
+`recourse_sim.agents.training` trains one with stable-baselines3's PPO (the ``rl`` extra);
+`recourse_sim.agents.coordination` holds the coordination tasks' baselines, oracles and
+scores.
 
 The folder is ``agents/`` at the top of the repository and installs as
 ``recourse_sim.agents``. Strategies and social graphs sit below the environment (it

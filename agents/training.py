@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FeasibleActions",
     "PPOConfig",
+    "SeedCycle",
     "TrainedPolicy",
     "feasible_range",
     "make_env",
@@ -91,6 +92,23 @@ def _to_range(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarr
     """[-1, 1] → [low, high], entry by entry (batched actions too)."""
     a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
     return (low + (a + 1.0) / 2.0 * (high - low)).astype(np.float32)
+
+
+class SeedCycle(gym.Wrapper):
+    """Each episode resets with the next of `seeds`, in turn (a fixed set of training
+    worlds, e.g. seeds 0–99, whatever seed the vector env passes)."""
+
+    def __init__(self, env: gym.Env, seeds: list[int] | range) -> None:
+        super().__init__(env)
+        self.seeds = [int(s) for s in seeds]
+        if not self.seeds:
+            raise ValueError("SeedCycle needs at least one seed")
+        self.episodes = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        seed = self.seeds[self.episodes % len(self.seeds)]
+        self.episodes += 1
+        return self.env.reset(seed=seed, options=options)
 
 
 class FeasibleActions(gym.ActionWrapper):
@@ -174,6 +192,7 @@ def train_ppo(
     batched: bool = False,
     threads: int | None = 1,
     callback: BaseCallback | None = None,
+    train_seeds: list[int] | range | None = None,
     **overrides: Any,
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     """Train PPO on `scenario` (with `overrides`) from `seed`.
@@ -193,15 +212,21 @@ def train_ppo(
     default). None leaves torch's own setting.
     `callback`: an SB3 callback run beside the learning-curve one (e.g. to evaluate
     the policy during training, or to stop it early by returning False).
+    `train_seeds`: the episodes' seeds, in turn (`SeedCycle`; environment i of
+    ``n_envs`` starts at the i-th); None: SB3's own seeding from `seed`.
     """
     import torch
 
     if threads is None:
-        return _train_ppo(scenario, seed, config, tensorboard, batched, callback, overrides)
+        return _train_ppo(
+            scenario, seed, config, tensorboard, batched, callback, train_seeds, overrides
+        )
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _train_ppo(scenario, seed, config, tensorboard, batched, callback, overrides)
+        return _train_ppo(
+            scenario, seed, config, tensorboard, batched, callback, train_seeds, overrides
+        )
     finally:
         torch.set_num_threads(before)
 
@@ -213,6 +238,7 @@ def _train_ppo(
     tensorboard: str | None,
     batched: bool,
     callback: BaseCallback | None,
+    train_seeds: list[int] | range | None,
     overrides: dict[str, Any],
 ) -> tuple[TrainedPolicy, pd.DataFrame]:
     import pandas as pd
@@ -221,14 +247,25 @@ def _train_ppo(
     from stable_baselines3.common.env_util import make_vec_env
 
     config = config or PPOConfig()
+    if batched and train_seeds is not None:
+        raise ValueError("train_seeds needs the plain vector env (batched=False)")
     if batched:
         venv = _batched_venv(scenario, config.n_envs, seed, overrides)
     else:
+        wrapper: Callable[[gym.Env], gym.Env] = FeasibleActions
+        if train_seeds is not None:
+            seeds = list(train_seeds)
+            shares = iter(range(config.n_envs))
+
+            def wrapper(env: gym.Env) -> gym.Env:  # env i starts at the i-th seed
+                i = next(shares)
+                return FeasibleActions(SeedCycle(env, seeds[i:] + seeds[:i]))
+
         venv = make_vec_env(
             make_env(scenario, **overrides),
             n_envs=config.n_envs,
             seed=seed,
-            wrapper_class=FeasibleActions,
+            wrapper_class=wrapper,
         )
     rounds = venv.get_attr("scenario")[0].rounds
     model = PPO(
