@@ -45,14 +45,24 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from recourse_sim.agents.strategies import IndividualResult, adapt, seeker_margins
+from recourse_sim.agents.strategies import (
+    OAR_ACTION,
+    OAR_THRESHOLD,
+    IndividualResult,
+    adapt,
+    oar_budget_share,
+    oar_goal,
+    seeker_margins,
+)
 from recourse_sim.data.school import school_from_numbers, school_numbers
 from recourse_sim.env import guards
+from recourse_sim.env.batched_oar import Refits, newton_solve, oar_batch
 from recourse_sim.env.batched_sbm import recruit_sbm
 from recourse_sim.env.batched_scope import drops_rejected, native_reason
 from recourse_sim.env.engine import capacity_decisions
 from recourse_sim.env.metrics import tie_key
 from recourse_sim.env.recourse_env import FEATURE_BOUND, PARAM_BOUND, RecourseEnv, checked_action
+from recourse_sim.env.round import decision_cutoff
 from recourse_sim.env.streams import TIES, WORLD, keyed_uniforms, margin_stream, population_stream
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners.logistic import SingleClassWarning
@@ -187,6 +197,8 @@ class BatchedRecourseEnv(VectorEnv):
         learner = first.learner
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
+        # a controlled collective with OAR's settings as its action (solved batched)
+        self._oar_action = first.coordinates
         self._ended = np.zeros(num_envs, bool)  # episode over, world not reset yet
         # each SBM population's block pairs by block sizes (worlds and rounds share a few)
         self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
@@ -261,6 +273,9 @@ class BatchedRecourseEnv(VectorEnv):
             "round": np.zeros(B, np.int64),
             "person": np.zeros((B, n), np.int64),  # the cohort's ids (keyed numbers)
         }
+        if self._oar_action:  # what the observation remembers of the collective's round
+            size = self.single_action_space.shape[0] + 4  # (`controlled_summary`)
+            self._state["controlled"] = np.zeros((B, size))
         # each world's keys of its keyed streams (per-person margins, tie lotteries)
         self._keys = {name: np.zeros(B, np.uint64) for name in self._first.keyed_names}
         self._world_rngs: list[np.random.Generator] = [None] * B  # type: ignore[list-item]
@@ -333,6 +348,8 @@ class BatchedRecourseEnv(VectorEnv):
         st["acceptance"][i] = 0.0
         st["true_outcome"][i] = 0.0
         st["query_acceptance"][i] = 0.0
+        if self._oar_action:
+            st["controlled"][i] = env.state.last["controlled"]
         st["round"][i] = 0
         st["person"][i] = c.person
         for name, keys in self._keys.items():
@@ -465,20 +482,37 @@ class BatchedRecourseEnv(VectorEnv):
             y_train = np.where(favourable, y_train, 0 if self._fav != 0 else 1)
         participants = np.zeros((B, n), bool)
         cost_sum, cost_count = np.zeros(B), np.zeros(B)
+        update_start = None  # the refits OAR solved, to start the update from
         for s in self._training:
             eligible = self._select(s, group, y_train) & ~participants & train
             if s.spec.decisions == "favourable":
                 eligible &= favourable
             elif s.spec.decisions == "unfavourable":
                 eligible &= ~favourable
-            joined = self._recruit(s, eligible, group, train)
+            oar = s.name == "controlled" and s.spec.action != "shift"
+            alpha = None
+            if oar:
+                alpha = np.array([s.participation_of(a) for a in actions])
+            joined = self._recruit(s, eligible, group, train, alpha)
             world, row = np.nonzero(joined)
-            if len(world):
+            if oar:
+                self._eligible = eligible.sum(1)
+                delta, update_start = self._oar(s, actions, X_train, y_train, train, joined)
+                delta = delta[world, row]
+                X_train[world, row] += delta
+            elif len(world):
                 clipped = np.clip(actions, -1.0, 1.0)
                 delta = s.perturb(X_train[world, row], clipped[world, y_train[world, row]])
                 X_train[world, row] += delta
-                cost_sum += np.bincount(world, s.action_set.cost(delta), minlength=B)
-                cost_count += np.bincount(world, minlength=B)
+            if len(world):
+                own_sum = np.bincount(world, s.action_set.cost(delta), minlength=B)
+                own_count = np.bincount(world, minlength=B)
+                cost_sum += own_sum
+                cost_count += own_count
+                if oar:
+                    self._own_cost = _share(own_sum, own_count)
+            elif oar:
+                self._own_cost = np.zeros(B)
             participants |= joined
         collective_cost = np.divide(cost_sum, cost_count, out=np.zeros(B), where=cost_count > 0)
         self._phase(
@@ -492,7 +526,9 @@ class BatchedRecourseEnv(VectorEnv):
 
         # 6. update: a refit on the window's rows, all worlds in one batched Newton solve
         solver = (self._C, self._tol, self._max_iter)
-        if self._remembers:
+        if self._oar_action:
+            new_theta, one_class = self._update(theta, update_start, X_train, y_train, train)
+        elif self._remembers:
             new_theta, one_class = window_refit_batch(
                 theta, self._memory, self._window, X_train, y_train, train, scaling, *solver
             )
@@ -524,6 +560,8 @@ class BatchedRecourseEnv(VectorEnv):
         st["true_outcome"] = _share(_group_counts(group, true_favourable, self._G), size)
         st["query_acceptance"] = _share((favourable & query).sum(1), n_query)
         st["round"] = st["round"] + 1
+        if self._oar_action:
+            st["controlled"] = self._controlled_summary(actions, cut, participants)
 
         if self._fico:
             self._next_applicants(X_true, X_rep, favourable, y)
@@ -629,14 +667,20 @@ class BatchedRecourseEnv(VectorEnv):
         tried[world, row] |= res.tried
         cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
 
-    def _recruit(self, s, eligible: np.ndarray, group: np.ndarray, train: np.ndarray) -> np.ndarray:
+    def _recruit(
+        self, s, eligible: np.ndarray, group: np.ndarray, train: np.ndarray, alpha=None
+    ) -> np.ndarray:
         """Who of each world's eligible takes part (`recruit`: its graph, then α), every
         world's graph as one disjoint union; `train` (B, n): each world's training rows
-        (a complete graph's; an SBM's are every row)."""
+        (a complete graph's; an SBM's are every row); `alpha` (B,): each world's α (None:
+        the population's)."""
         B, n = eligible.shape
         spec = s.spec.graph
         rngs = self._pop_rngs[s.population]
-        alpha = s.spec.participation
+        if alpha is None:
+            alpha = s.spec.participation
+        else:
+            alpha = alpha[:, None]
         if spec.kind == "complete":  # one uniform per training row, in row order
             counts = np.count_nonzero(train, axis=1).tolist()
             uniforms = np.ones((B, n))
@@ -650,6 +694,149 @@ class BatchedRecourseEnv(VectorEnv):
             rngs,
             self._pending[s.population],
             self._block_plans.setdefault(s.population, {}),
+            None if np.ndim(alpha) == 0 else alpha[:, 0],
+        )
+
+    def _oar(self, s, actions, X_train, y_train, train, joined):
+        """The controlled collective's OAR in every world whose action acts
+        (`Controlled.act` with ``action: oar``, batched: `oar_batch`). Returns the
+        perturbations (B, n, d) and the refits solved (B, D), to start the update from
+        (NaN where no OAR ran)."""
+        st, first = self._state, self._first
+        B, n, d = X_train.shape
+        delta = np.zeros((B, n, d))
+        start = np.full((B, d + 1), np.nan)
+        qspec = s.spec.query or first.scenario.query
+        qmask = self._query_mask(qspec, st["query"], st["group"], st["y0"])
+        clipped = np.clip(actions, -1.0, 1.0)
+        n_classes = first.n_classes
+        acts = clipped[:, OAR_ACTION.index("act")] >= OAR_THRESHOLD
+        levels = s.spec.budget_levels
+        shares = np.array(
+            [oar_budget_share(a, levels) for a in clipped[:, OAR_ACTION.index("budget")]]
+        )
+        eps = s.action_set.epsilon * shares
+        goal = np.array(
+            [oar_goal(a, int(qspec.goal), n_classes) for a in clipped[:, OAR_ACTION.index("goal")]]
+        )
+        solving = acts & joined.any(1) & qmask.any(1) & (eps > 0)
+        worlds = np.flatnonzero(solving)
+        if not len(worlds):
+            return delta, start
+        # each world's training rows first, in row order (selective labels: its own number)
+        order = np.argsort(~train[worlds], axis=1, kind="stable")
+        counts = train[worlds].sum(1)
+        n_new = int(counts.max())
+        order = order[:, :n_new]
+        new_rows = np.arange(n_new) < counts[:, None]
+        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
+        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        members = np.take_along_axis(joined[worlds], order, 1) & new_rows
+        shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
+        refits = Refits(X_new, y_new, new_rows, self._older_rounds(worlds), shift, scale)
+        # the queries, standardised, transposed, the intercept's row 1
+        q_counts = qmask[worlds].sum(1)
+        q_order = np.argsort(~qmask[worlds], axis=1, kind="stable")[:, : int(q_counts.max())]
+        q_rows = np.arange(q_order.shape[1]) < q_counts[:, None]
+        Q = np.take_along_axis(st["report"][worlds], q_order[..., None], 1)
+        Zq = np.zeros((len(worlds), d + 1, q_order.shape[1]))
+        Zq[:, :d] = ((Q - shift[:, None, :]) / scale[:, None, :]).transpose(0, 2, 1)
+        Zq[:, d] = 1.0
+        Zq *= q_rows[:, None, :]
+        moved, start[worlds] = oar_batch(
+            refits,
+            members,
+            Zq,
+            q_rows,
+            goal[worlds],
+            eps[worlds],
+            s.action_set,
+            st["theta"][worlds],
+            s.spec.steps,
+            self._C,
+            self._tol,
+            self._max_iter,
+        )
+        w_idx, j = np.nonzero(new_rows)
+        delta[worlds[w_idx], order[w_idx, j]] = moved[w_idx, j]
+        return delta, start
+
+    def _older_rounds(self, worlds) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each of `worlds`' remembered rounds that its next refit keeps (the window's
+        all but the newest), as one (rows, labels)."""
+        keep = self._window - 1
+        out = []
+        for i in np.asarray(worlds).tolist():
+            rounds = self._memory[i][-keep:] if keep and self._remembers else []
+            if rounds:
+                out.append(
+                    (np.concatenate([x for x, _ in rounds]), np.concatenate([y for _, y in rounds]))
+                )
+            else:
+                out.append((np.zeros((0, self._d)), np.zeros(0)))
+        return out
+
+    def _update(self, theta, start, X_train, y_train, train):
+        """The learner's update with the OAR action: each world's refit on its window
+        (`newton_solve`, the single learner's path) from the refit its collective solved
+        (`start`; NaN: none, from θ), as `RecourseEnv`'s update passes it. Returns (θ⁺,
+        one class kept θ)."""
+        st = self._state
+        B = len(X_train)
+        theta = theta.copy()
+        one_class = np.zeros(B, bool)
+        worlds = np.flatnonzero(train.any(1))  # (a world without rows is not updated)
+        if not len(worlds):
+            return theta, one_class
+        order = np.argsort(~train[worlds], axis=1, kind="stable")
+        counts = train[worlds].sum(1)
+        order = order[:, : int(counts.max())]
+        new_rows = np.arange(order.shape[1]) < counts[:, None]
+        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
+        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        refits = Refits(
+            X_new,
+            y_new,
+            new_rows,
+            self._older_rounds(worlds),
+            st["x_shift"][worlds],
+            st["x_scale"][worlds],
+        )
+        first = np.where(np.isnan(start[worlds]), theta[worlds], start[worlds])
+        th_star, _, _, step, one = newton_solve(
+            first, refits.Zt, refits.y, refits.rows, self._C, self._tol, self._max_iter
+        )
+        theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
+        one_class[worlds] = one
+        if self._remembers:
+            for k, i in enumerate(worlds.tolist()):
+                rounds = self._memory[i]
+                rows = X_new[k][new_rows[k]]
+                rounds.append((rows, y_new[k][new_rows[k]]))
+                del rounds[: -self._window]
+        return theta, one_class
+
+    def _controlled_summary(self, actions, cut, participants) -> np.ndarray:
+        """`recourse_sim.env.round.controlled_summary` of every world's round."""
+        s, first = self._first.controlled, self._first
+        B = len(actions)
+        applied = np.stack([s.applied_action(s.oar_settings(a)) for a in actions])
+        eps = s.action_set.epsilon
+        cost = np.minimum(self._own_cost / eps, 1.0) if eps > 0 else np.zeros(B)
+        if cut is None:
+            cutoff = np.full(B, decision_cutoff(first, None))
+        else:
+            cutoff = np.where(np.isfinite(cut), cut, 0.5)
+        eligible = self._eligible
+        joined = participants.sum(1)
+        return np.column_stack(
+            [
+                applied,
+                cost,
+                cutoff,
+                _share(joined, eligible),
+                eligible / participants.shape[1],
+            ]
         )
 
     def _next_applicants(
@@ -749,6 +936,11 @@ class BatchedRecourseEnv(VectorEnv):
                 st["query_acceptance"][:, None],
                 np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
                 (st["round"] / self._rounds)[:, None],
+                *(
+                    (np.tile(self._first.limit_left(), (B, 1)), st["controlled"])
+                    if self._oar_action
+                    else ()
+                ),
             ],
             axis=1,
         ).astype(np.float32)

@@ -22,12 +22,14 @@ def recruit_sbm(
     rngs: list[np.random.Generator],
     pending: list[int | None],
     plans: dict[tuple[int, ...], list],
+    alpha: np.ndarray | None = None,
 ) -> np.ndarray:
     """Who of each world's eligible (B, n) takes part in population `s`'s collective
     over stochastic block models (`reach`: the graph, organisers, the cascade; then α),
     exactly as `RecourseEnv` draws them world by world, every world's graph one
     disjoint union. `rngs`: each world's population stream; `pending`: each one's
-    buffered uint32 (updated); `plans`: block pairs by block sizes (a cache, updated)."""
+    buffered uint32 (updated); `plans`: block pairs by block sizes (a cache, updated);
+    `alpha` (B,): each world's α (None: the population's)."""
     B, n = eligible.shape
     spec, G = s.spec.graph, len(group_labels)
     member = np.flatnonzero(eligible)  # the members: world by world, in row order
@@ -172,7 +174,9 @@ def recruit_sbm(
     used = upcoming - start + n
     for b in np.flatnonzero(used < bound).tolist():
         rngs[b].bit_generator.advance(int(used[b] - bound[b]))
-    return heard & (participation < s.spec.participation)
+    if alpha is None:
+        return heard & (participation < s.spec.participation)
+    return heard & (participation < alpha[:, None])
 
 
 def _lemire_threshold(high: np.ndarray) -> np.ndarray:

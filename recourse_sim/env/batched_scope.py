@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from recourse_sim.learners.logistic import LogisticRegression
 
 if TYPE_CHECKING:
@@ -158,11 +160,13 @@ FIELD_SCOPE: dict[str, str] = {
     "populations[controlled].graph.kind": "native: complete, sbm; else refused: social graph",
     "populations[controlled].graph.generator": "refused: a social graph other than complete, sbm",
     "populations[controlled].graph.params": "refused: a social graph other than complete, sbm",
-    "populations[controlled].action": "native: shift; else refused: OAR's settings",
-    "populations[controlled].horizon": "refused with action oar (OAR's settings)",
-    "populations[controlled].steps": "refused with action oar (OAR's settings)",
-    "populations[controlled].solver": "refused with action oar (OAR's settings)",
-    "populations[controlled].budget_levels": "refused with action oar (OAR's settings)",
+    "populations[controlled].action": (
+        "native: shift, oar (one actionable feature or p = inf); else refused: OAR's settings"
+    ),
+    "populations[controlled].horizon": "native: 1; else refused: OAR's settings (horizon)",
+    "populations[controlled].steps": NATIVE,
+    "populations[controlled].solver": "native: pgd; else refused: OAR's settings (solver)",
+    "populations[controlled].budget_levels": NATIVE,
     "populations[controlled].max_horizon": "refused with action oar_plan (look-ahead, bank)",
     "populations[controlled].bank_cap": "refused with action oar_plan (look-ahead, bank)",
     "populations[controlled].limit.*": "refused: a limit (the collective's hard constraint)",
@@ -241,14 +245,34 @@ def native_reason(env: RecourseEnv) -> str | None:
                 return f"population {s.population!r}: a limit (the collective's hard constraint)"
             if spec.action == "oar_plan":
                 return f"population {s.population!r}: the oar_plan action (look-ahead, bank)"
-            if spec.action == "oar":
-                return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
+            if spec.action != "shift":
+                why = _oar_reason(s)
+                if why is not None:
+                    return f"population {s.population!r}: OAR's settings as the action ({why})"
             if spec.graph.kind not in ("complete", "sbm"):
                 return f"population {s.population!r}: a {spec.graph.kind!r} social graph"
             if spec.graph.kind == "sbm" and drops_rejected(sc.labels):
                 return f"population {s.population!r}: an sbm graph of selective labels' rows"
             continue
         return f"population {s.population!r} of strategy {s.name!r}"
+    return None
+
+
+def _oar_reason(s) -> str | None:
+    """Why the batched OAR (`recourse_sim.env.batched_oar`) cannot solve a controlled
+    population's OAR as its single env does (None: it can)."""
+    spec, aset = s.spec, s.action_set
+    if spec.action != "oar":
+        return f"action {spec.action!r}"
+    if spec.horizon != 1:
+        return f"horizon {spec.horizon}: OAR's look-ahead solved per world"
+    if spec.solver != "pgd":
+        return f"solver {spec.solver!r}"
+    if aset.p != np.inf and aset.actionable.sum() > 1:
+        return (
+            "several actionable features under a p = 1 or 2 budget: the projection's "
+            "multiplier search ends by the whole batch's rows"
+        )
     return None
 
 

@@ -136,15 +136,17 @@ def test_oar_settings_need_the_oar_action():
     assert env.action_space.shape == (4,)
 
 
-def test_the_batched_env_falls_back_for_the_oar_action():
-    with pytest.warns(UserWarning, match="OAR's settings as the action"):
-        envs = gym.make_vec(
-            "recourse_sim/SchoolAssignment-v2",
-            num_envs=2,
-            vectorization_mode="vector_entry_point",
-            rounds=2,
-            **SCENARIOS["school_assignment_controlled"][1],
-        )
+def test_the_batched_env_solves_the_oar_action_natively():
+    from recourse_sim.env.batched import BatchedRecourseEnv
+
+    envs = gym.make_vec(
+        "recourse_sim/SchoolAssignment-v2",
+        num_envs=2,
+        vectorization_mode="vector_entry_point",
+        rounds=2,
+        **SCENARIOS["school_assignment_controlled"][1],
+    )
+    assert isinstance(envs.unwrapped, BatchedRecourseEnv)
     envs.reset(seed=0)
     envs.step(np.ones((2, len(OAR_ACTION)), dtype=np.float32))
     envs.close()
