@@ -137,15 +137,18 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     | query group, next cohort: mean features in history SDs | d | ±10 |
     | rounds done / rounds | 1 | [0, 1] |
 
-    With ``action: oar`` (the ``-v2`` IDs) it goes on:
+    With ``action: oar`` (the ``-v2`` IDs) or ``oar_plan`` (``-v3``) it goes on:
 
     | part | size | range |
     |---|---|---|
-    | acting rounds left, cost left, as shares of the limits (1: none) | 2 | [0, 1] |
-    | last round's action as applied (`agents.Controlled.applied_action`; 0 before) | 4 | ±1 |
+    | acting rounds left, cost left, as shares of the limits (1: none); the bank¹ | 2 (3) | [0, 1] |
+    | last round's action as applied, after the limit (`Controlled.applied_action`) | 4 (6) | ±1 |
     | last round's mean collective cost per participant / ε | 1 | [0, 1] |
     | last round's decision cut-off as a probability (before: the first model's) | 1 | [0, 1] |
     | last round's participants / eligible, eligible / applicants | 2 | [0, 1] |
+
+    ¹ ``oar_plan`` only: the bank / (bank_cap · ε); its action has 6 entries. Before round
+    1 the action and cost entries are 0.
 
     ## Rewards
 
