@@ -102,6 +102,7 @@ class RoundWork:
     changes: CollectiveChanges | None = None  # what collectives changed (collective)
     collectives: dict[str, dict[str, Any]] = field(default_factory=dict)  # per collective
     collective_cost: float = 0.0  # mean cost of every participant (collective)
+    trimmed_share: float = 0.0  # participants' rows the trimmed refit dropped (update)
     update_start: Any = None  # the update a collective solved, to start from (collective)
     model_shift: float = 0.0  # ‖θ − θ0‖ before the update (update)
     pare_now: dict[str, float] = field(default_factory=dict)  # PARE's stats (update)
@@ -110,7 +111,7 @@ class RoundWork:
     departures: Any = None  # who leaves the pool (advance)
     next_cohort: Cohort | None = None  # the next round's applicants (advance)
     query_success: float = 0.0  # the query's success under the updated model (advance)
-    reward: float = 0.0  # query success − λ · collective cost (advance)
+    reward: float = 0.0  # query success − λ · cost − trimmed_weight · trimmed (advance)
     record: RoundRecord | None = None  # the round's record (close_round)
     metrics: list[dict] = field(default_factory=list)  # its metric rows (close_round)
 
@@ -231,6 +232,10 @@ def update(engine: RoundEngine, work: RoundWork) -> None:
     loss_before = log_loss(learner, X_train, y_train)
     if len(X_train) and state.defense.active:
         state.defense.update(learner, X_train, y_train, start=work.update_start)
+        n_participants = np.count_nonzero(work.participants)
+        if n_participants and state.defense.trimmed.any():
+            trimmed = np.count_nonzero(state.defense.trimmed & work.participants)
+            work.trimmed_share = trimmed / n_participants
     elif len(X_train):
         learner.update(X_train, y_train, start=work.update_start)
     work.model_stats = {
@@ -275,8 +280,12 @@ def advance(engine: RoundEngine, work: RoundWork) -> None:
     work.query_success = engine.query_success(c, query)
     for stats in work.collectives.values():
         stats["query_success"] = engine.query_success(c, *stats.pop("query"))
-    lam = engine.scenario.reward.cost_weight
-    work.reward = work.query_success - lam * work.collective_cost
+    spec = engine.scenario.reward
+    work.reward = (
+        work.query_success
+        - spec.cost_weight * work.collective_cost
+        - spec.trimmed_weight * work.trimmed_share
+    )
 
 
 PHASES: tuple[Callable[[RoundEngine, RoundWork], None], ...] = (
