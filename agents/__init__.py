@@ -30,6 +30,7 @@ from recourse_sim.agents.social import (
 )
 from recourse_sim.agents.strategies import (
     OAR_ACTION,
+    OAR_PLAN_ACTION,
     OAR_THRESHOLD,
     REGISTRY,
     BestResponse,
@@ -49,6 +50,7 @@ assert tuple(REGISTRY) == STRATEGIES, "the scenario schema and the registry must
 __all__ = [
     "BASELINES",
     "OAR_ACTION",
+    "OAR_PLAN_ACTION",
     "OAR_THRESHOLD",
     "REGISTRY",
     "AnalyticPolicy",

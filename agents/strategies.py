@@ -32,6 +32,7 @@ from recourse_sim.scenarios import STRATEGIES
 
 __all__ = [
     "OAR_ACTION",
+    "OAR_PLAN_ACTION",
     "OAR_THRESHOLD",
     "REGISTRY",
     "BestResponse",
@@ -615,13 +616,15 @@ class Controlled(Strategy):
 
     def action_shape(self, n_classes: int) -> tuple[int, ...]:
         """The shape of this population's action (its `Box(-1, 1)`)."""
+        if self.spec.action == "oar_plan":
+            return (len(OAR_PLAN_ACTION),)
         if self.spec.action == "oar":
             return (len(OAR_ACTION),)
         return (n_classes, max(len(self.actionable_index), 1))
 
     def participation_of(self, action: np.ndarray | None) -> float:
         """α this round: the population's, or under ``action: oar`` the action's share of it."""
-        if self.spec.action != "oar" or action is None:
+        if self.spec.action == "shift" or action is None:
             return self.spec.participation
         return self.spec.participation * _share(action[OAR_ACTION.index("alpha")])
 
@@ -640,7 +643,7 @@ class Controlled(Strategy):
         if action is None or not participants.any():
             return delta
         a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
-        if self.spec.action == "oar":
+        if self.spec.action != "shift":
             return self._oar(learner, X, y, participants, queries, goal, a)
         rows = np.flatnonzero(participants)
         delta[rows] = self.perturb(X[rows], a[y[rows]])
@@ -671,6 +674,10 @@ class Controlled(Strategy):
 
 OAR_ACTION: tuple[str, ...] = ("act", "alpha", "budget", "goal")
 """The entries of an ``action: oar`` action, in order (see `Controlled`)."""
+
+OAR_PLAN_ACTION: tuple[str, ...] = (*OAR_ACTION, "horizon", "bank")
+"""The entries of an ``action: oar_plan`` action, in order: `OAR_ACTION`'s, then the
+look-ahead and the draw on the banked budget (`recourse_sim.env.limits`)."""
 
 
 OAR_THRESHOLD: float = -0.5

@@ -164,6 +164,9 @@ FIELD_SCOPE: dict[str, str] = {
     "populations[controlled].horizon": "refused with action oar (OAR's settings)",
     "populations[controlled].steps": "refused with action oar (OAR's settings)",
     "populations[controlled].solver": "refused with action oar (OAR's settings)",
+    "populations[controlled].max_horizon": "refused with action oar_plan (look-ahead, bank)",
+    "populations[controlled].bank_cap": "refused with action oar_plan (look-ahead, bank)",
+    "populations[controlled].limit.*": "refused: a limit (the collective's hard constraint)",
 }
 """The scenario fields of the native world kinds and strategies: simulated natively
 (``native``, or within the values named) or refused by `native_reason` (``refused:
@@ -239,6 +242,10 @@ def native_reason(env: RecourseEnv) -> str | None:
                 return f"population {s.population!r}: robust recourse ({spec.method})"
             continue
         if s.name == "controlled":
+            if spec.limit is not None:
+                return f"population {s.population!r}: a limit (the collective's hard constraint)"
+            if spec.action == "oar_plan":
+                return f"population {s.population!r}: the oar_plan action (look-ahead, bank)"
             if spec.action == "oar":
                 return f"population {s.population!r}: OAR's settings as the action (OAR per world)"
             if spec.graph.kind not in ("complete", "sbm"):

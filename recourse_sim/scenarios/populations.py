@@ -325,20 +325,50 @@ class BestResponsePopulation(_Population):
 
 
 _OAR_DEFAULTS = {"horizon": 1, "steps": 10, "solver": "pgd"}
+_PLAN_DEFAULTS = {"max_horizon": 3, "bank_cap": 2.0}
+OAR_ACTIONS = ("oar", "oar_plan")
+"""The ``action`` values whose entries are OAR's own settings (`recourse_sim.agents.OAR_ACTION`)."""
+
+
+class LimitSpec(_Model):
+    """A controlled collective's hard constraint over an episode: at most
+    `acting_rounds` rounds in which it acts, and a total collective cost of at most
+    `total_cost` (the sum over rounds of the mean cost per participant); an action past
+    either is clipped (`recourse_sim.env.limits`)."""
+
+    acting_rounds: PositiveInt | None = None  # K: rounds in which the collective may act
+    total_cost: Positive | None = None  # C: summed mean cost per participant (cost units)
+
+    @model_validator(mode="after")
+    def _one_given(self) -> LimitSpec:
+        if self.acting_rounds is None and self.total_cost is None:
+            raise ValueError(
+                "a limit needs acting_rounds (rounds the collective may act) or total_cost "
+                "(its summed cost per participant), or both"
+            )
+        return self
 
 
 class ControlledPopulation(_Collective):
     """Training-data subjects applying the environment's action: a shared direction per
     class (``action: shift``), or OAR's own settings for the round (``action: oar``: act
     or not, participation, budget and goal; OAR computes each member's perturbation, so
-    a constant action reproduces a ``collective_oar`` population)."""
+    a constant action reproduces a ``collective_oar`` population). ``action: oar_plan``
+    adds OAR's look-ahead and a bank of unspent budget (`recourse_sim.env.limits`)."""
 
     strategy: Literal["controlled"]
-    # what the action sets: one shift per label class, or OAR's settings (act, α, ε, goal)
-    action: Literal["shift", "oar"] = "shift"
+    # what the action sets: one shift per label class, OAR's settings (act, α, ε, goal),
+    # or those and the look-ahead and a draw on the banked budget (oar_plan)
+    action: Literal["shift", "oar", "oar_plan"] = "shift"
     horizon: PositiveInt = 1  # action oar: look-ahead rounds of updates OAR optimises over
     steps: PositiveInt = 10  # action oar: projected-gradient steps of the OAR solver
     solver: Literal["pgd", "fgm"] = "pgd"  # action oar: OAR solver (fgm: one-step heuristic)
+    # action oar_plan: the longest look-ahead the horizon entry may choose (rounds)
+    max_horizon: PositiveInt = 3
+    # action oar_plan: the most budget banked, in multiples of epsilon (0: no bank)
+    bank_cap: NonNegative = 2.0
+    # the episode's hard constraint (action oar or oar_plan; None: none)
+    limit: LimitSpec | None = None
 
     @model_validator(mode="after")
     def _oar_settings_need_oar(self) -> ControlledPopulation:
@@ -346,8 +376,23 @@ class ControlledPopulation(_Collective):
         changed = [
             k for k in ("horizon", "steps", "solver") if getattr(self, k) != _OAR_DEFAULTS[k]
         ]
-        if changed and self.action != "oar":
+        if changed and self.action not in OAR_ACTIONS:
             raise ValueError(f"{changed[0]} is a setting of OAR: it needs action: oar")
+        planned = [k for k in _PLAN_DEFAULTS if getattr(self, k) != _PLAN_DEFAULTS[k]]
+        if planned and self.action != "oar_plan":
+            raise ValueError(
+                f"{planned[0]} is a setting of the oar_plan action: it needs action: oar_plan"
+            )
+        if self.action == "oar_plan" and self.max_horizon < self.horizon:
+            raise ValueError(
+                f"max_horizon ({self.max_horizon}) must be at least horizon ({self.horizon}), "
+                "the look-ahead of the zero action"
+            )
+        if self.limit is not None and self.action not in OAR_ACTIONS:
+            raise ValueError(
+                "limit counts the rounds and cost of OAR's settings: it needs action: oar "
+                "or oar_plan"
+            )
         return self
 
 
