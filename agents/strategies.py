@@ -24,6 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from recourse_sim.agents.best_response import best_response_bounds, best_response_delta
+from recourse_sim.agents.oar_settings import OarSettings, bank_draw, plan_horizon
 from recourse_sim.errors import ConfigError
 from recourse_sim.learners import Learner
 from recourse_sim.learners.base import State
@@ -537,9 +538,11 @@ def _oar_act(
     queries: np.ndarray,
     goal: int,
     action_set: ActionSet,
+    horizon: int | None = None,
 ) -> np.ndarray:
     """OAR's perturbations of the training rows by `strategy`'s participants (its spec's
-    horizon, steps and solver), within `action_set`; sets `strategy.state_after`."""
+    steps and solver, and its horizon unless `horizon` is given), within `action_set`;
+    sets `strategy.state_after`."""
     from recourse_sim.recourse.collective import collective_recourse
 
     strategy.state_after = None
@@ -548,6 +551,7 @@ def _oar_act(
     if learner.update_rule == "frozen":  # the update ignores the reports: nothing to gain
         return np.zeros_like(X)
     spec = strategy.spec
+    horizon = spec.horizon if horizon is None else horizon
     res = collective_recourse(
         learner,
         X,
@@ -555,12 +559,12 @@ def _oar_act(
         queries,
         goal,
         action_set,
-        spec.horizon,
+        horizon,
         members=np.asarray(participants, bool),
         steps=spec.steps,
         method=spec.solver,
     )
-    if spec.horizon == 1:  # θ_1: the real update of these rows, solved
+    if horizon == 1:  # θ_1: the real update of these rows, solved
         strategy.state_after = res.state_after
     return res.delta
 
@@ -622,11 +626,35 @@ class Controlled(Strategy):
             return (len(OAR_ACTION),)
         return (n_classes, max(len(self.actionable_index), 1))
 
-    def participation_of(self, action: np.ndarray | None) -> float:
+    def participation_of(self, action: np.ndarray | OarSettings | None) -> float:
         """α this round: the population's, or under ``action: oar`` the action's share of it."""
         if self.spec.action == "shift" or action is None:
             return self.spec.participation
-        return self.spec.participation * _share(action[OAR_ACTION.index("alpha")])
+        return self.oar_settings(action).participation
+
+    def oar_settings(self, action: np.ndarray | OarSettings, bank: float = 0.0) -> OarSettings:
+        """The round's OAR settings an ``oar`` or ``oar_plan`` action chooses (settings
+        already decoded are returned as they are); `bank`: the budget banked so far."""
+        if isinstance(action, OarSettings):
+            return action
+        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        spec, epsilon = self.spec, self.action_set.epsilon
+        plan = spec.action == "oar_plan"
+        entry = dict(zip(OAR_PLAN_ACTION if plan else OAR_ACTION, a.tolist(), strict=True))
+        alpha = spec.participation * _share(entry["alpha"])
+        eps = epsilon * _share(entry["budget"])
+        acting = entry["act"] >= OAR_THRESHOLD
+        draw = bank_draw(entry["bank"], bank, spec.bank_cap * epsilon) if plan and acting else 0.0
+        horizon = plan_horizon(entry["horizon"], spec.horizon, spec.max_horizon) if plan else None
+        settings = OarSettings(
+            acting and alpha > 0 and eps + draw > 0,
+            alpha,
+            eps + draw,
+            entry["goal"],
+            spec.horizon if horizon is None else horizon,
+            draw,
+        )
+        return settings if settings.acts else settings.idle()
 
     def act(
         self,
@@ -636,31 +664,28 @@ class Controlled(Strategy):
         participants: np.ndarray,
         queries: np.ndarray,
         goal: int,
-        action: np.ndarray | None = None,
+        action: np.ndarray | OarSettings | None = None,
     ) -> np.ndarray:
         delta = np.zeros_like(X)
         self.state_after = None
         if action is None or not participants.any():
             return delta
-        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         if self.spec.action != "shift":
-            return self._oar(learner, X, y, participants, queries, goal, a)
+            return self._oar(learner, X, y, participants, queries, goal, self.oar_settings(action))
+        a = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
         rows = np.flatnonzero(participants)
         delta[rows] = self.perturb(X[rows], a[y[rows]])
         return delta
 
-    def _oar(self, learner, X, y, participants, queries, goal, a: np.ndarray) -> np.ndarray:
-        if a[OAR_ACTION.index("act")] < OAR_THRESHOLD:
+    def _oar(self, learner, X, y, participants, queries, goal, settings: OarSettings):
+        if not settings.acts:
             return np.zeros_like(X)
-        share = _share(a[OAR_ACTION.index("budget")])
-        # the full budget is the population's own action set (the same numbers as OAR's)
-        aset = (
-            self.action_set
-            if share == 1.0
-            else self.action_set.replace(epsilon=self.action_set.epsilon * share)
-        )
-        target = oar_goal(a[OAR_ACTION.index("goal")], int(goal), len(learner.classes_))
-        return _oar_act(self, learner, X, y, participants, queries, target, aset)
+        # the file's budget is the population's own action set (the same numbers as OAR's)
+        aset = self.action_set
+        if settings.epsilon != aset.epsilon:
+            aset = aset.replace(epsilon=settings.epsilon)
+        target = oar_goal(settings.goal, int(goal), len(learner.classes_))
+        return _oar_act(self, learner, X, y, participants, queries, target, aset, settings.horizon)
 
     def perturb(self, X: np.ndarray, action_rows: np.ndarray) -> np.ndarray:
         """The perturbations (r, d) of r participants with training rows `X` (r, d) who

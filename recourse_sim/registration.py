@@ -14,6 +14,9 @@ environment module (and torch) loads on the first ``gym.make``.
   budget ε, goal; ``action: oar``): OAR computes the collective's perturbation. The
   action is centred on OAR: the zero action (as the constant (1, 1, 1, 1)) reproduces
   the ``collective_oar`` population; entries below 0 move away from it.
+* ``recourse_sim/SchoolAssignment-v3``, ``recourse_sim/Lending-v3``: the same, with
+  ``action: oar_plan``: OAR's settings, its look-ahead and a draw on the budget banked
+  in idle or frugal rounds; the zero action is OAR too.
 * ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
   controlled population, if it has one (else it warns at make).
 
@@ -42,6 +45,14 @@ ENV_IDS: dict[str, dict] = {
         "scenario": "lending_fico_controlled",
         "populations__borrowers__action": "oar",
     },
+    "recourse_sim/SchoolAssignment-v3": {
+        "scenario": "school_assignment_controlled",
+        "populations__h1_students__action": "oar_plan",
+    },
+    "recourse_sim/Lending-v3": {
+        "scenario": "lending_fico_controlled",
+        "populations__borrowers__action": "oar_plan",
+    },
     "recourse_sim/SchoolAssignment-v0": {"scenario": "school_assignment", "warn_passive": True},
     "recourse_sim/Lending-v0": {"scenario": "lending_fico", "warn_passive": True},
     "recourse_sim/Recourse-v0": {"warn_passive": True},
@@ -53,6 +64,8 @@ MAX_EPISODE_STEPS: dict[str, int] = {
     "recourse_sim/Lending-v1": 20,
     "recourse_sim/SchoolAssignment-v2": 20,
     "recourse_sim/Lending-v2": 20,
+    "recourse_sim/SchoolAssignment-v3": 20,
+    "recourse_sim/Lending-v3": 20,
     "recourse_sim/SchoolAssignment-v0": 50,
     "recourse_sim/Lending-v0": 50,
     "recourse_sim/Recourse-v0": 50,
@@ -63,7 +76,8 @@ holds them equal; written out so that registering reads no file)."""
 
 # Gymnasium takes a higher version of a name to supersede the lower ones and warns on
 # every make of a lower one ("... is out of date"); here the versions are different
-# actions (v0 passive, v1 the shift, v2 OAR's settings), none newer than another.
+# actions (v0 passive, v1 the shift, v2 OAR's settings, v3 with look-ahead and bank),
+# none newer than another.
 _NOT_OUT_OF_DATE = r".*The environment recourse_sim/\w+-v\d+ is out of date"
 
 

@@ -27,6 +27,7 @@ from recourse_sim.agents.strategies import (
     make_strategy,
     seeker_margins,
 )
+from recourse_sim.env import limits
 from recourse_sim.env.anticipation import performative_learner, strategic_learner
 from recourse_sim.env.construction import (
     base_action_set,
@@ -144,6 +145,16 @@ class RoundEngine:
     @learner.setter
     def learner(self, learner: Learner) -> None:
         self.state.learner = learner
+
+    def limit_left(self) -> tuple[float, float]:
+        """The controlled collective's (acting rounds left / K, cost left / C), each 1.0
+        where its ``limit`` sets none (`recourse_sim.env.limits`)."""
+        return limits.limit_left(self.controlled, self.state)
+
+    def bank_share(self) -> float:
+        """The controlled collective's banked budget / (bank_cap · ε), in [0, 1] (0 where
+        it banks nothing: an action other than ``oar_plan``, or bank_cap 0)."""
+        return limits.bank_share(self.controlled, self.state)
 
     # -- construction helpers ------------------------------------------------------------
     def stream_of(self, strategy: Strategy) -> np.random.Generator:

@@ -15,6 +15,7 @@ from gymnasium.error import ResetNeeded
 from recourse_sim.env import guards
 from recourse_sim.env.engine import RoundEngine
 from recourse_sim.env.hidden import HIDDEN_STREAM, apply_hidden, check_split, draw_hidden
+from recourse_sim.env.limits import Allowance, limit_info
 from recourse_sim.env.metrics import people_columns
 from recourse_sim.env.pool import Pool
 from recourse_sim.env.rendering import Window, draw_frame, has_display, render_modes
@@ -362,6 +363,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         )
         self.state.holders = no_holders(self.n_features)
         self.state.past_holders = []  # last T rounds' holders
+        self.state.allowances = {
+            s.population: Allowance() for s in self.strategies if s.name == "controlled"
+        }
         self.state.last_record = None
         if self.has_round_zero:
             self.play_round_zero()
@@ -421,6 +425,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             "rewards": rewards,
             "collectives": work.collectives,
         }
+        if self.controlled is not None and self.controlled.spec.limit is not None:
+            p = self.controlled.population
+            info["limit"] = limit_info(self.controlled, work.clipped.get(p, False), self.state)
         if self.render_mode == "human":
             self.render()
         return self.observation(), float(work.reward), terminated, truncated, info

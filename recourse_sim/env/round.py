@@ -47,6 +47,7 @@ import numpy as np
 
 from recourse_sim.agents.social import recruit
 from recourse_sim.env.construction import log_loss, log_loss_of
+from recourse_sim.env.limits import limited, spend
 from recourse_sim.env.metrics import (
     CollectiveChanges,
     RoundRecord,
@@ -102,6 +103,7 @@ class RoundWork:
     changed: np.ndarray | None = None  # ... whose reports they changed (collective)
     changes: CollectiveChanges | None = None  # what collectives changed (collective)
     collectives: dict[str, dict[str, Any]] = field(default_factory=dict)  # per collective
+    clipped: dict[str, bool] = field(default_factory=dict)  # by its limit (collective)
     collective_cost: float = 0.0  # mean cost of every participant (collective)
     trimmed_share: float = 0.0  # share of the changed rows the trimmed refit dropped (update)
     update_start: Any = None  # the update a collective solved, to start from (collective)
@@ -184,7 +186,10 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
             eligible &= rows_favourable
         elif s.spec.decisions == "unfavourable":
             eligible &= ~rows_favourable
-        action = work.actions.get(s.population, work.default)
+        # OAR's settings as the action chooses them, held to the population's limit
+        action, work.clipped[s.population] = limited(
+            s, work.actions.get(s.population, work.default), engine.state
+        )
         joined = recruit(
             s.spec.graph,
             s.participation_of(action),
@@ -212,6 +217,7 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
             "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
             "query": (qmask, qspec.goal),
         }
+        spend(s, action, collectives[s.population]["cost"], engine.state)
     all_costs = np.concatenate(costs) if costs else np.zeros(0)
     work.collective_cost = float(all_costs.mean()) if all_costs.size else 0.0
     work.X_train, work.y_train, work.participants = X_train, y_train, participants_all

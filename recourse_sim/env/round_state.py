@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from recourse_sim.env.limits import Allowance
     from recourse_sim.env.metrics import RoundRecord
     from recourse_sim.env.pool import Pool
     from recourse_sim.env.worlds import Cohort
@@ -42,6 +43,8 @@ class RoundState:
     honoured: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # the honest decisions of one (learner, state, cohort, threshold), kept
     kept_decisions: tuple[tuple, np.ndarray, np.ndarray] | None = None
+    # per controlled population: its limit's use and its bank (`recourse_sim.env.limits`)
+    allowances: dict[str, Allowance] = field(default_factory=dict)
 
 
 def no_holders(d: int) -> dict[str, np.ndarray]:

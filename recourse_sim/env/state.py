@@ -12,6 +12,7 @@ from gymnasium.error import ResetNeeded
 
 from recourse_sim.env import guards
 from recourse_sim.env.hidden import apply_hidden
+from recourse_sim.env.limits import allowances_from_state
 from recourse_sim.env.pool import Pool
 from recourse_sim.env.streams import stream_key
 from recourse_sim.errors import CheckpointError, ConfigError
@@ -62,6 +63,8 @@ def episode_state(env: RoundEngine) -> dict[str, Any]:
         "strategies": {s.population: s.get_state() for s in env.strategies if s.learns},
         "defense": env.state.defense.get_state(),
         "honoured": env.state.honoured.copy(),
+        # per controlled population: its limit's use and its bank
+        "allowances": {p: a.get_state() for p, a in env.state.allowances.items()},
         **({"shift": env.shift.get_state()} if env.shift is not None else {}),
         # the episode's hidden settings (`recourse_sim.env.hidden`)
         **({"hidden": dict(env.hidden_values)} if getattr(env, "hidden_values", None) else {}),
@@ -138,6 +141,7 @@ def restore_episode_state(env: RoundEngine, state: dict[str, Any]) -> None:
         if "defense" in state:
             env.state.defense.set_state(state["defense"])
         env.state.honoured = np.array(state.get("honoured", []), dtype=np.int64)
+        env.state.allowances = allowances_from_state(state.get("allowances"), env.strategies)
         if env.shift is not None:
             env.shift.set_state(state["shift"])
         learnt = state.get("strategies", {})
