@@ -56,6 +56,17 @@ ENV_IDS: dict[str, dict] = {
     "recourse_sim/SchoolAssignment-v0": {"scenario": "school_assignment", "warn_passive": True},
     "recourse_sim/Lending-v0": {"scenario": "lending_fico", "warn_passive": True},
     "recourse_sim/Recourse-v0": {"warn_passive": True},
+    # the coordination tasks (`COORDINATION_TASKS`)
+    "recourse_sim/LendingBudget20-v0": {"scenario": "coordination_lending_budget"},
+    "recourse_sim/LendingBudget40-v0": {
+        "scenario": "coordination_lending_budget",
+        "rounds": 40,
+        "populations__borrowers__limit__acting_rounds": 10,
+    },
+    "recourse_sim/LendingHidden-v0": {"scenario": "coordination_lending_hidden"},
+    "recourse_sim/SchoolSGDBudget-v0": {"scenario": "coordination_school_sgd"},
+    "recourse_sim/SchoolDefended-v0": {"scenario": "coordination_school_defended"},
+    "recourse_sim/RivalCollectives-v0": {"scenario": "coordination_rivals"},
 }
 """Registered environment IDs and their default keyword arguments."""
 
@@ -69,9 +80,30 @@ MAX_EPISODE_STEPS: dict[str, int] = {
     "recourse_sim/SchoolAssignment-v0": 50,
     "recourse_sim/Lending-v0": 50,
     "recourse_sim/Recourse-v0": 50,
+    "recourse_sim/LendingBudget20-v0": 20,
+    "recourse_sim/LendingBudget40-v0": 40,
+    "recourse_sim/LendingHidden-v0": 20,
+    "recourse_sim/SchoolSGDBudget-v0": 20,
+    "recourse_sim/SchoolDefended-v0": 20,
+    "recourse_sim/RivalCollectives-v0": 20,
 }
-"""Each ID's ``max_episode_steps``: the ``rounds`` of its (default) scenario file (a test
-holds them equal; written out so that registering reads no file)."""
+"""Each ID's ``max_episode_steps``: the ``rounds`` of its (default) scenario file, or its
+``rounds`` keyword (a test holds them equal; written out so that registering reads no
+file)."""
+
+COORDINATION_TASKS: dict[str, str] = {
+    "lending_budget_20": "recourse_sim/LendingBudget20-v0",
+    "lending_budget_40": "recourse_sim/LendingBudget40-v0",
+    "lending_hidden": "recourse_sim/LendingHidden-v0",
+    "school_sgd_budget": "recourse_sim/SchoolSGDBudget-v0",
+    "school_defended": "recourse_sim/SchoolDefended-v0",
+    "rivals": "recourse_sim/RivalCollectives-v0",
+    "control": "recourse_sim/SchoolAssignment-v2",
+}
+"""The coordination benchmark's tasks: short name -> Gymnasium ID (docs/rl.md,
+"Coordination tasks"). Each drives its collective by OAR's settings (the ``-v2``
+action) and rewards the query group's success only; ``control`` is the school task on
+which a learner should reach OAR."""
 
 
 # Gymnasium takes a higher version of a name to supersede the lower ones and warns on
@@ -101,4 +133,11 @@ def register_envs() -> None:
             )
 
 
-__all__ = ["ENTRY_POINT", "ENV_IDS", "MAX_EPISODE_STEPS", "VECTOR_ENTRY_POINT", "register_envs"]
+__all__ = [
+    "COORDINATION_TASKS",
+    "ENTRY_POINT",
+    "ENV_IDS",
+    "MAX_EPISODE_STEPS",
+    "VECTOR_ENTRY_POINT",
+    "register_envs",
+]

@@ -120,6 +120,8 @@ FIELD_SCOPE: dict[str, str] = {
     "labels.unobserved": NATIVE,
     "query.*": NATIVE,
     "reward.cost_weight": NATIVE,
+    "reward.trimmed_weight": "native: 0; else refused: a penalty per trimmed participant",
+    "hidden.*": "refused: hidden per-episode settings (hidden)",
     "populations[truthful].*": NATIVE,
     **{
         f"populations[individual].{f}": NATIVE
@@ -208,6 +210,10 @@ def native_reason(env: RecourseEnv) -> str | None:
         return "shift metrics (world.shift_metrics)"
     if sc.world.honour_recourse:
         return "honoured recourse (world.honour_recourse)"
+    if sc.hidden:
+        return f"hidden per-episode settings (hidden: {', '.join(sc.hidden)})"
+    if sc.reward.trimmed_weight:
+        return "a penalty per trimmed participant (reward.trimmed_weight)"
     spec = sc.learner
     if spec.strategic != "none":
         return f"learner strategic {spec.strategic!r}"

@@ -14,6 +14,7 @@ from gymnasium.error import ResetNeeded
 
 from recourse_sim.env import guards
 from recourse_sim.env.engine import RoundEngine
+from recourse_sim.env.hidden import HIDDEN_STREAM, apply_hidden, check_split, draw_hidden
 from recourse_sim.env.limits import Allowance, limit_info
 from recourse_sim.env.metrics import people_columns
 from recourse_sim.env.pool import Pool
@@ -275,6 +276,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         scenario: Scenario | str | Path | None = None,
         render_mode: str | None = None,
         warn_passive: bool = False,
+        hidden_split: str = "train",
         **overrides: Any,
     ):
         if render_mode == "human" and not has_display():
@@ -300,6 +302,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         else:
             scenario = load_scenario(scenario, dotted or None)
         RoundEngine.__init__(self, scenario)
+        self.hidden_split = check_split(hidden_split)
+        self.base_scenario = scenario  # (with its hidden fields as the file sets them)
+        self.hidden_values: dict[str, float] = {}  # this episode's draw (privileged)
         controlled = [s for s in self.strategies if s.name == "controlled"]
         if warn_passive and not controlled and scenario.name not in _WARNED_PASSIVE:
             # once per scenario and process: Gymnasium's checkers make the env again
@@ -377,7 +382,13 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         """`reset` up to the first fit: the streams, the world, its history and a new
         (unfitted) learner. Returns the history (X, y) the learner is to be fitted on."""
         super().reset(seed=seed)
-        self.state.streams = derive_streams(self.np_random, self.stream_names)
+        if self.base_scenario.hidden:  # this episode's rules first (an own stream)
+            streams = derive_streams(self.np_random, (*self.stream_names, HIDDEN_STREAM))
+            values = draw_hidden(self.base_scenario, self.hidden_split, streams.pop(HIDDEN_STREAM))
+            apply_hidden(self, self.base_scenario, values)
+        else:
+            streams = derive_streams(self.np_random, self.stream_names)
+        self.state.streams = streams
         self.state.keys = {name: stream_key(self.state.streams[name]) for name in self.keyed_names}
         world_rng = self.state.streams[WORLD]
         self.world.reset(world_rng)
@@ -457,14 +468,18 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             self._history.append(metrics)
         terminated = self.state.pool.empty
         truncated = self.state.round >= self.scenario.rounds
+        rewards = {
+            "query_success": work.query_success,
+            "cost": work.collective_cost,
+            "cost_weight": self.scenario.reward.cost_weight,
+        }
+        trimmed_weight = self.scenario.reward.trimmed_weight
+        if trimmed_weight or self.scenario.learner.defense.trim:
+            rewards |= {"trimmed": work.trimmed_share, "trimmed_weight": trimmed_weight}
         info = {
             "round": self.state.round,
             "metrics": metrics,
-            "rewards": {
-                "query_success": work.query_success,
-                "cost": work.collective_cost,
-                "cost_weight": self.scenario.reward.cost_weight,
-            },
+            "rewards": rewards,
             "collectives": work.collectives,
         }
         if self.controlled is not None and self.controlled.spec.limit is not None:

@@ -101,12 +101,14 @@ class RoundWork:
     query: np.ndarray | None = None  # the query group (outcomes)
     X_train: np.ndarray | None = None  # the rows the update trains on (collective)
     y_train: np.ndarray | None = None
-    participants: np.ndarray | None = None  # rows a collective perturbed (collective)
+    participants: np.ndarray | None = None  # rows of a collective's members (collective)
+    changed: np.ndarray | None = None  # ... whose reports they changed (collective)
     changes: CollectiveChanges | None = None  # what collectives changed (collective)
     collectives: dict[str, dict[str, Any]] = field(default_factory=dict)  # per collective
     clipped: dict[str, bool] = field(default_factory=dict)  # by its limit (collective)
     applied: dict[str, Any] = field(default_factory=dict)  # OAR's settings played (collective)
     collective_cost: float = 0.0  # mean cost of every participant (collective)
+    trimmed_share: float = 0.0  # share of the changed rows the trimmed refit dropped (update)
     update_start: Any = None  # the update a collective solved, to start from (collective)
     model_shift: float = 0.0  # ‖θ − θ0‖ before the update (update)
     pare_now: dict[str, float] = field(default_factory=dict)  # PARE's stats (update)
@@ -115,7 +117,7 @@ class RoundWork:
     departures: Any = None  # who leaves the pool (advance)
     next_cohort: Cohort | None = None  # the next round's applicants (advance)
     query_success: float = 0.0  # the query's success under the updated model (advance)
-    reward: float = 0.0  # query success − λ · collective cost (advance)
+    reward: float = 0.0  # query success − λ · cost − trimmed_weight · trimmed (advance)
     record: RoundRecord | None = None  # the round's record (close_round)
     metrics: list[dict] = field(default_factory=list)  # its metric rows (close_round)
 
@@ -224,6 +226,7 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
     all_costs = np.concatenate(costs) if costs else np.zeros(0)
     work.collective_cost = float(all_costs.mean()) if all_costs.size else 0.0
     work.X_train, work.y_train, work.participants = X_train, y_train, participants_all
+    work.changed = participants_all & (X_train != X_applied).any(axis=1)
     work.collectives, work.update_start = collectives, update_start
     if members:
         work.changes = CollectiveChanges(train_rows, X_applied, X_train, tuple(members))
@@ -242,6 +245,10 @@ def update(engine: RoundEngine, work: RoundWork) -> None:
     loss_before = log_loss(learner, X_train, y_train)
     if len(X_train) and state.defense.active:
         state.defense.update(learner, X_train, y_train, start=work.update_start)
+        n_changed = np.count_nonzero(work.changed)
+        if n_changed and state.defense.trimmed.any():
+            trimmed = np.count_nonzero(state.defense.trimmed & work.changed)
+            work.trimmed_share = trimmed / n_changed
     elif len(X_train):
         learner.update(X_train, y_train, start=work.update_start)
     work.model_stats = {
@@ -286,8 +293,12 @@ def advance(engine: RoundEngine, work: RoundWork) -> None:
     work.query_success = engine.query_success(c, query)
     for stats in work.collectives.values():
         stats["query_success"] = engine.query_success(c, *stats.pop("query"))
-    lam = engine.scenario.reward.cost_weight
-    work.reward = work.query_success - lam * work.collective_cost
+    spec = engine.scenario.reward
+    work.reward = (
+        work.query_success
+        - spec.cost_weight * work.collective_cost
+        - spec.trimmed_weight * work.trimmed_share
+    )
 
 
 PHASES: tuple[Callable[[RoundEngine, RoundWork], None], ...] = (

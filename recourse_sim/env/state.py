@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium.error import ResetNeeded
 
 from recourse_sim.env import guards
+from recourse_sim.env.hidden import apply_hidden
 from recourse_sim.env.limits import allowances_from_state
 from recourse_sim.env.pool import Pool
 from recourse_sim.env.streams import stream_key
@@ -65,6 +66,8 @@ def episode_state(env: RoundEngine) -> dict[str, Any]:
         # per controlled population: its limit's use and its bank
         "allowances": {p: a.get_state() for p, a in env.state.allowances.items()},
         **({"shift": env.shift.get_state()} if env.shift is not None else {}),
+        # the episode's hidden settings (`recourse_sim.env.hidden`)
+        **({"hidden": dict(env.hidden_values)} if getattr(env, "hidden_values", None) else {}),
     }
 
 
@@ -85,6 +88,9 @@ def restore_episode_state(env: RoundEngine, state: dict[str, Any]) -> None:
                 f"checkpoint is of scenario {state['scenario']!r}, "
                 f"this environment runs {env.scenario.name!r}"
             )
+        base = getattr(env, "base_scenario", None)
+        if base is not None and base.hidden:  # the episode's rules, then its state
+            apply_hidden(env, base, _hidden_values(state.get("hidden"), base))
         env.np_random = generator_from(state["np_random"])
         streams = state["streams"]
         if set(streams) != set(env.stream_names):
@@ -158,6 +164,19 @@ def restore_episode_state(env: RoundEngine, state: dict[str, Any]) -> None:
         env._history = []
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"checkpoint state is incomplete or corrupt: {exc!r}") from None
+
+
+def _hidden_values(values: Any, base) -> dict[str, float]:
+    """A checkpoint's hidden values, one number per hidden field of `base`."""
+    if not isinstance(values, dict) or set(values) != set(base.hidden):
+        raise CheckpointError(
+            f"checkpoint state: hidden values {values!r} are not one number per hidden "
+            f"field {sorted(base.hidden)}"
+        )
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise CheckpointError(f"checkpoint state: hidden {key} = {value!r} is not a number")
+    return {k: (int(v) if base.hidden[k].integer else float(v)) for k, v in values.items()}
 
 
 def check_restored(state: Any, template: dict, rounds: int) -> None:

@@ -71,6 +71,7 @@ class Defense:
         self.history = np.zeros((0, n_features))
         self.dropped_trim = 0  # rows dropped by the trimmed refit in the last update
         self.dropped_anomaly = 0  # rows dropped by the anomaly filter in the last update
+        self.trimmed = np.zeros(0, bool)  # per row of the last update: trimmed refit dropped it
 
     @property
     def active(self) -> bool:
@@ -82,6 +83,7 @@ class Defense:
         n = len(X)
         keep = np.ones(n, bool)
         self.dropped_trim = self.dropped_anomaly = 0
+        self.trimmed = np.zeros(n, bool)
         if self.spec.anomaly_quantile is not None and n:
             keep &= ~self._anomalous(X)
             self.dropped_anomaly = int(n - keep.sum())
@@ -91,7 +93,8 @@ class Defense:
             loss = -np.log(np.clip(proba[np.arange(len(idx)), y[idx]], 1e-300, None))
             n_drop = int(np.floor(self.spec.trim * len(idx)))
             if n_drop:
-                keep[idx[np.argsort(-loss, kind="stable")[:n_drop]]] = False
+                self.trimmed[idx[np.argsort(-loss, kind="stable")[:n_drop]]] = True
+                keep &= ~self.trimmed
             self.dropped_trim = n_drop
         return keep
 

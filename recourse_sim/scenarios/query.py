@@ -47,6 +47,11 @@ class QuerySpec(_Model):
 
 
 class RewardSpec(_Model):
-    """Reward = query group's favourable rate - cost_weight * mean collective cost."""
+    """Reward = query group's favourable rate - cost_weight * mean collective cost
+    - trimmed_weight * share of the participants who changed their reports whose rows the
+    defence trimmed."""
 
     cost_weight: NonNegative = 0.1  # lambda: reward per unit of mean perturbation cost
+    # reward lost per unit of the share of the round's collective participants who changed
+    # their reports whose rows the learner's trimmed refit (learner.defense.trim) dropped
+    trimmed_weight: NonNegative = 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import yaml
 from pydantic import (
     PrivateAttr,
@@ -11,6 +13,7 @@ from pydantic import (
 from recourse_sim.scenarios.base import PositiveInt, _Model
 from recourse_sim.scenarios.decision import DecisionRule, LabelRule
 from recourse_sim.scenarios.features import FeatureRules
+from recourse_sim.scenarios.hidden import HiddenRange, hidden_field_problem, set_dotted_field
 from recourse_sim.scenarios.learner import LearnerSpec
 from recourse_sim.scenarios.populations import Population
 from recourse_sim.scenarios.query import QuerySpec, RewardSpec
@@ -33,6 +36,9 @@ class Scenario(_Model):
     reward: RewardSpec = RewardSpec()  # the environment's reward
     # several controlled populations, each its own agent (PettingZoo ParallelEnv only)
     multi_agent: bool = False
+    # settings drawn afresh each episode, unseen by the agent: dotted field -> ranges
+    # (recourse_sim.scenarios.hidden; the environment's hidden_split picks train or test)
+    hidden: dict[str, HiddenRange] = {}
 
     _source: str = PrivateAttr(default="<dict>")
 
@@ -69,6 +75,31 @@ class Scenario(_Model):
                 f"learner.strategic: {self.learner.strategic} anticipates one threshold for "
                 f"everyone (decision.rule: threshold, no group_thresholds), not rule {rule.rule!r}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _hidden_fields_take_their_ranges(self) -> Scenario:
+        if not self.hidden:
+            return self
+        data = self.model_dump(mode="python")
+        data["hidden"] = {}
+        for key, spec in self.hidden.items():
+            problem = hidden_field_problem(data, key)
+            if problem:
+                raise ValueError(f"hidden: {key!r}: {problem}")
+            for split in ("train", "test"):
+                for end in spec.bounds(split):
+                    value = int(end) if spec.integer else end
+                    changed = copy.deepcopy(data)
+                    set_dotted_field(changed, key, value)
+                    try:
+                        Scenario.model_validate(changed)
+                    except ValueError as exc:
+                        first = exc.errors()[0]["msg"] if hasattr(exc, "errors") else exc
+                        raise ValueError(
+                            f"hidden: {key} = {value:g} (an end of its {split} range) is "
+                            f"not a valid setting: {first}"
+                        ) from None
         return self
 
     @property

@@ -30,6 +30,12 @@ SMALL = {
     "lending_adult": {"world__cohort_size": 100, "world__history_size": 300},
     "oar_iris": {},
     "oar_digits": {"world__cohort_size": 200, "world__history_size": 400},
+    # the coordination tasks' scenarios are small already
+    "coordination_lending_budget": {},
+    "coordination_lending_hidden": {},
+    "coordination_school_sgd": {},
+    "coordination_school_defended": {},
+    "coordination_rivals": {},
 }
 REQUIRED = {"round", "group", "acceptance_rate", "recourse_success_rate", "mean_cost"}
 
@@ -751,8 +757,11 @@ def test_every_id_spec_has_its_scenarios_episode_length(env_id):
     from recourse_sim.scenarios import load_scenario
 
     spec = gym.spec(env_id)
-    scenario = ENV_IDS[env_id].get("scenario", "school_assignment")  # the env's default
-    assert spec.max_episode_steps == load_scenario(scenario).rounds
+    kwargs = dict(ENV_IDS[env_id])
+    scenario = kwargs.pop("scenario", "school_assignment")  # the env's default
+    kwargs.pop("warn_passive", None)
+    overrides = {k.replace("__", "."): v for k, v in kwargs.items()}
+    assert spec.max_episode_steps == load_scenario(scenario, overrides or None).rounds
     env, _ = _made_warned(env_id)  # TimeLimit at the spec's steps; the env ends at its rounds
     assert env.spec.max_episode_steps == spec.max_episode_steps
     env.reset(seed=0)
