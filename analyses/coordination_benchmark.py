@@ -68,11 +68,11 @@ class Args:
     """the tasks to run (names of COORDINATION_TASKS)"""
     runs: int = 5
     """PPO training runs per task (training seeds 0 … runs − 1 for PPO's own generators)"""
-    timesteps: int = 8000
+    timesteps: int = 6000
     """environment steps of each PPO run"""
-    test_seeds: int = 100
+    test_seeds: int = 50
     """held-out seeds 1000 … 1000 + n − 1"""
-    oracle_seeds: int = 30
+    oracle_seeds: int = 20
     """the first n test seeds on which the privileged oracle runs"""
     grid_seeds: int = 10
     """training seeds 0 … n − 1 on which the best constant setting is chosen"""
