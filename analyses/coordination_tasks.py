@@ -12,7 +12,9 @@ group's success) with a 95 % interval over seeds, and paired differences:
     drawn from the train and the test ranges and at fixed hidden settings: which
     schedule is best where, and by how much it beats the schedule best on the train
     draws (the question: does the best fixed schedule change with the hidden
-    dynamics?).
+    dynamics?). ``hidden_confirm``: the train draws' best schedule against the test
+    windows' on more seeds; ``hidden_first_design``: the same table for the task's first
+    design (coordination_lending_budget's world, `FIRST_DESIGN`), rejected.
 ``rivals``
     RivalCollectives-v0: A (the agent's collective) idle or OAR every round x B (the
     rival, OAR every round) idle (participation 0) or acting; each side's success, each
@@ -55,7 +57,7 @@ T, K = 20, 5
 @dataclass
 class Args:
     parts: tuple[str, ...] = ("hidden", "rivals", "budgets", "speed")
-    """Parts to run (hidden, hidden_first_design, rivals, budgets, speed)."""
+    """Parts to run (hidden, hidden_confirm, hidden_first_design, rivals, budgets, speed)."""
     seeds: int = 10
     """Paired seeds 0..seeds-1 per arm."""
     out: Path = RESULTS / "coordination_tasks.json"
@@ -134,11 +136,20 @@ on repayment, applicants' own recourse) with the hidden block; measured and reje
 (the first K rounds are best everywhere)."""
 
 
-def part_hidden(seeds: int, design: dict | None = None) -> dict:
+CONFIRMED = ("first", "every_2nd", "every_3rd")
+"""The schedules `hidden_confirm` compares on more seeds: the train draws' best and the
+test windows' best."""
+
+
+def part_hidden(seeds: int, design: dict | None = None, confirm: bool = False) -> dict:
     plans = {"idle": [False] * T, **schedules(T, K)}
     design = design or {}
     fixed = {**{k: v for k, v in design.items() if k != "hidden"}, "hidden": {}}
     windows = (2, 3, 4, 5, 7) if design else (1, 2, 3, 4, 6, 7)
+    corner = {  # the test ranges' far corner
+        "populations__borrowers__participation": 0.9,
+        "world__default_loss": 300.0,
+    }
     settings = {
         "train draws": {"hidden_split": "train", **design},
         "test draws": {"hidden_split": "test", **design},
@@ -146,13 +157,23 @@ def part_hidden(seeds: int, design: dict | None = None) -> dict:
             f"window {w}": {**fixed, "learner__window": w}
             for w in windows  # participation 0.5, default loss 150 (the file's)
         },
-        "window 7, participation 0.9, default loss 300": {
+        f"window {windows[-1]}, participation 0.9, default loss 300": {
             **fixed,
-            "learner__window": 7,
-            "populations__borrowers__participation": 0.9,
-            "world__default_loss": 300.0,
+            "learner__window": windows[-1],
+            **corner,
         },
     }
+    if confirm:  # the test windows on more seeds, the train draws' best against theirs
+        plans = {k: plans[k] for k in CONFIRMED}
+        settings = {
+            "test draws": {"hidden_split": "test"},
+            **{f"window {w}": {"hidden": {}, "learner__window": w} for w in (1, 2, 3)},
+            "window 3, participation 0.9, default loss 300": {
+                "hidden": {},
+                "learner__window": 3,
+                **corner,
+            },
+        }
     out = {}
     for label, kwargs in settings.items():
         env = RecourseEnv("coordination_lending_hidden", **kwargs)
@@ -216,6 +237,7 @@ def part_speed(seeds: int) -> dict:
 
 PARTS = {
     "hidden": part_hidden,
+    "hidden_confirm": lambda seeds: part_hidden(seeds, confirm=True),
     "hidden_first_design": lambda seeds: part_hidden(seeds, FIRST_DESIGN),
     "rivals": part_rivals,
     "budgets": part_budgets,
@@ -246,6 +268,9 @@ def markdown(results: dict) -> str:
     ]
     titles = {
         "hidden": "LendingHidden-v0: is the best fixed schedule the same everywhere?",
+        "hidden_confirm": (
+            "LendingHidden-v0: the test windows on more seeds (`--parts hidden_confirm`)"
+        ),
         "hidden_first_design": (
             "LendingHidden-v0's first design (rejected): coordination_lending_budget's "
             "world with the hidden block (`--parts hidden_first_design`)"
@@ -255,8 +280,13 @@ def markdown(results: dict) -> str:
         if part not in results:
             continue
         h = results[part]
-        train_best = max(h["train draws"], key=lambda k: np.mean(h["train draws"][k]))
-        names = list(h["train draws"])
+        first_row = h.get("train draws", next(iter(h.values())))
+        train_best = (
+            "first"
+            if part == "hidden_confirm"
+            else max(first_row, key=lambda k: np.mean(first_row[k]))
+        )
+        names = list(first_row)
         lines += [
             f"## {title}",
             "",
