@@ -57,9 +57,12 @@ T, K = 20, 5
 @dataclass
 class Args:
     parts: tuple[str, ...] = ("hidden", "rivals", "budgets", "speed")
-    """Parts to run (hidden, hidden_confirm, hidden_first_design, rivals, budgets, speed)."""
+    """Parts to run (hidden, hidden_confirm, hidden_first_design, rivals, budgets, speed;
+    tables: only rewrite the Markdown from the JSON)."""
     seeds: int = 10
-    """Paired seeds 0..seeds-1 per arm."""
+    """Paired seeds per arm: first_seed, first_seed + 1, ..."""
+    first_seed: int = 0
+    """The first seed (held-out checks use 1000 on)."""
     out: Path = RESULTS / "coordination_tasks.json"
     """The JSON of numbers (the Markdown tables are written next to it)."""
 
@@ -113,11 +116,11 @@ def interval(x) -> list[float]:
     return [float(x.mean()), float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))]
 
 
-def arms(env: RecourseEnv, plans: dict[str, list[bool]], seeds: int) -> dict[str, dict]:
-    """Every plan on seeds 0..seeds-1: per plan, each measure's per-seed values."""
+def arms(env: RecourseEnv, plans: dict[str, list[bool]], seeds: range) -> dict[str, dict]:
+    """Every plan on `seeds`: per plan, each measure's per-seed values."""
     out = {}
     for name, acting in plans.items():
-        runs = [play(env, acting, s) for s in range(seeds)]
+        runs = [play(env, acting, s) for s in seeds]
         out[name] = {key: [r[key] for r in runs] for key in runs[0]}
     return out
 
@@ -141,7 +144,7 @@ CONFIRMED = ("first", "every_2nd", "every_3rd")
 test windows' best."""
 
 
-def part_hidden(seeds: int, design: dict | None = None, confirm: bool = False) -> dict:
+def part_hidden(seeds: range, design: dict | None = None, confirm: bool = False) -> dict:
     plans = {"idle": [False] * T, **schedules(T, K)}
     design = design or {}
     fixed = {**{k: v for k, v in design.items() if k != "hidden"}, "hidden": {}}
@@ -181,7 +184,7 @@ def part_hidden(seeds: int, design: dict | None = None, confirm: bool = False) -
     return out
 
 
-def part_rivals(seeds: int) -> dict:
+def part_rivals(seeds: range) -> dict:
     out = {}
     for b in ("idle", "oar"):
         off = {} if b == "oar" else {"populations__n1_h1_students__participation": 0.0}
@@ -192,7 +195,7 @@ def part_rivals(seeds: int) -> dict:
     return out
 
 
-def part_budgets(seeds: int) -> dict:
+def part_budgets(seeds: range) -> dict:
     out = {}
     always, never = [True] * T, [False] * T
     free = RecourseEnv("coordination_school_sgd", populations__h1_students__limit=None)
@@ -217,7 +220,7 @@ def part_budgets(seeds: int) -> dict:
     return out
 
 
-def part_speed(seeds: int) -> dict:
+def part_speed(seeds: range) -> dict:
     import gymnasium as gym
 
     from recourse_sim.registration import COORDINATION_TASKS
@@ -259,7 +262,7 @@ def markdown(results: dict) -> str:
     lines = [
         "# Coordination tasks: measurements",
         "",
-        "Written by `analyses/coordination_tasks.py`; paired seeds 0..n-1, n per part: "
+        "Written by `analyses/coordination_tasks.py`; paired seeds per part: "
         + ", ".join(f"{k} {v}" for k, v in results.get("seeds", {}).items())
         + ".",
         "Mean per-round success of the query group ± 95 % interval over seeds; in",
@@ -338,15 +341,18 @@ def markdown(results: dict) -> str:
                     **{f"limit: {k}": v for k, v in arms_["limit"].items()},
                 }
                 lines.append("")
+            ref = next(iter(arms_))
             lines += [f"### {task}", ""]
-            lines += ["| arm | success | reward | total cost | trimmed share |"]
-            lines.append("|---|---|---|---|---|")
+            lines += [f"| arm | success | reward | reward − {ref}'s | total cost | trimmed share |"]
+            lines.append("|---|---|---|---|---|---|")
             for arm, v in arms_.items():
                 s, r = interval(v["success"]), interval(v["reward"])
+                d = interval(np.subtract(v["reward"], arms_[ref]["reward"]))
                 c, t = interval(v["cost"]), interval(v["trimmed"])
                 lines.append(
                     f"| {arm} | {s[0]:.3f} ± {s[1]:.3f} | {r[0]:.3f} ± {r[1]:.3f} | "
-                    f"{c[0]:.2f} ± {c[1]:.2f} | {t[0]:.3f} ± {t[1]:.3f} |"
+                    f"{d[0]:+.3f} ± {d[1]:.3f} | {c[0]:.2f} ± {c[1]:.2f} | "
+                    f"{t[0]:.3f} ± {t[1]:.3f} |"
                 )
             lines.append("")
     if "speed" in results:
@@ -367,11 +373,15 @@ def main(args: Args) -> None:
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     results.setdefault("timing", {})
     results.setdefault("seeds", {})
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     for part in args.parts:
+        if part == "tables":  # only rewrite the Markdown from the JSON
+            args.out.with_suffix(".md").write_text(markdown(results))
+            continue
         wall, cpu = time.time(), time.process_time()
-        results[part] = PARTS[part](args.seeds)
+        results[part] = PARTS[part](seeds)
         results["timing"][part] = [time.time() - wall, time.process_time() - cpu]
-        results["seeds"][part] = args.seeds
+        results["seeds"][part] = f"{seeds.start}-{seeds.stop - 1}"
         print(f"{part}: {time.time() - wall:.0f} s wall, {time.process_time() - cpu:.0f} s CPU")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1))
