@@ -19,6 +19,15 @@ environment module (and torch) loads on the first ``gym.make``.
   in idle or frugal rounds; the zero action is OAR too.
 * ``recourse_sim/Recourse-v0``: any scenario, via ``scenario=``; the action drives its
   controlled population, if it has one (else it warns at make).
+* The coordination tasks (`COORDINATION_TASKS`; docs/rl.md, "Coordination tasks"):
+  ``recourse_sim/LendingBudget20-v0`` and ``LendingBudget40-v0``
+  (``coordination_lending_budget``: K acting rounds of T), ``LendingHidden-v0``
+  (``coordination_lending_hidden``: hidden per-episode dynamics; ``hidden_split=``
+  ``"train"`` or ``"test"``), ``SchoolSGDBudget-v0`` (``coordination_school_sgd``: an SGD
+  learner and a total cost budget), ``SchoolDefended-v0``
+  (``coordination_school_defended``: a trimmed refit of hidden strength and a penalty
+  per trimmed participant) and ``RivalCollectives-v0`` (``coordination_rivals``: a
+  rival collective acting by OAR for another group under H1's capacity).
 
 Each spec's ``max_episode_steps`` is its scenario's rounds (``Recourse-v0``: its default
 scenario's, ``school_assignment``), so ``gym.make`` adds Gymnasium's ``TimeLimit`` at the

@@ -121,6 +121,7 @@ FIELD_SCOPE: dict[str, str] = {
     "query.*": NATIVE,
     "reward.cost_weight": NATIVE,
     "reward.trimmed_weight": "native: 0; else refused: a penalty per trimmed participant",
+    "hidden": "native: {} (none); else refused: hidden per-episode settings",
     "hidden.*": "refused: hidden per-episode settings (hidden)",
     "populations[truthful].*": NATIVE,
     **{

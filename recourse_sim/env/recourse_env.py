@@ -158,7 +158,8 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     applied to their honest reports: next round's success without individual recourse),
     ``cost`` the mean cost of the collectives' perturbations per participant (0 when
     nobody took part) and λ the scenario's ``reward.cost_weight``. Both components are
-    in ``info["rewards"]``.
+    in ``info["rewards"]``. With ``reward.trimmed_weight`` w, the reward also loses w ×
+    ``trimmed`` (above).
 
     ## Starting State
 
@@ -190,7 +191,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     ## Info
 
     ``info["metrics"]``: tidy rows of the round, one per group, ``query`` and ``all``
-    (see `recourse_sim.env.metrics`); ``info["rewards"]``: the reward's components;
+    (see `recourse_sim.env.metrics`); ``info["rewards"]``: the reward's components
+    (with a trimmed refit or ``reward.trimmed_weight``, also ``trimmed``: the share of
+    the participants who changed their reports whose rows the defence dropped);
     ``info["collectives"]``: per collective population, its ``participants``, their mean
     ``cost`` and the ``query_success`` of the query group it acts for; ``info["round"]``:
     rounds done; with a ``limit``, ``info["limit"]``: whether it clipped the round's
@@ -220,6 +223,10 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     * ``warn_passive``: warn (when the first environment of the scenario is made in a
       process) if the scenario has no controlled population, so that the action is
       ignored; the registered ``-v0`` IDs set it.
+    * ``hidden_split``: ``"train"`` (default) or ``"test"``: the ranges a scenario's
+      ``hidden`` settings are drawn from at each reset (`recourse_sim.env.hidden`; not
+      observed; ``hidden_values`` gives the episode's draw, ``base_scenario`` the file's
+      scenario, ``scenario`` the episode's).
 
     Checkpoints: ``get_state()`` returns the full state as numpy arrays, numbers and
     strings (no pickled objects); ``set_state(state)`` restores it so that continuing
@@ -227,6 +234,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
 
     ## Version History
 
+    * v0 coordination tasks: ``LendingBudget20-v0``, ``LendingBudget40-v0``,
+      ``LendingHidden-v0``, ``SchoolSGDBudget-v0``, ``SchoolDefended-v0``,
+      ``RivalCollectives-v0`` (`recourse_sim.registration.COORDINATION_TASKS`).
     * spec revision (every ID): each spec has ``max_episode_steps`` (its
       scenario's rounds; ``Recourse-v0``: ``school_assignment``'s), so ``gym.make`` adds
       a ``TimeLimit``; ``render_mode="human"`` without a display is a `ConfigError`

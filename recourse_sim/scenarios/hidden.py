@@ -5,8 +5,9 @@ shown to the agent (a task's hidden dynamics).
 ``populations.borrowers.participation``, ``world.default_loss``) to two ranges,
 ``train`` and ``test`` (``[lo, hi]``, both ends included), and ``integer``. At each
 reset the environment draws every hidden field uniformly from the range of its
-``hidden_split`` (`recourse_sim.env.hidden`); the value in the scenario file is the one
-``recourse-sim run`` and every other use of the file keep. Held-out test ranges are
+``hidden_split`` (`recourse_sim.env.hidden`; ``recourse-sim run`` and `simulate` draw
+from the train ranges, one seed one draw); the value written in the file is what the
+field holds when the scenario is read without an environment. Held-out test ranges are
 what a policy trained on the train ranges is evaluated on.
 """
 
@@ -29,13 +30,15 @@ class HiddenRange(_Model):
     """Where a hidden field is drawn from: uniformly in ``train`` or ``test`` (one
     range per split, ends included), as a whole number when ``integer``."""
 
-    train: tuple[float, float]  # [lo, hi] of the episodes a policy trains on
-    test: tuple[float, float]  # [lo, hi] of held-out episodes (outside or at the train edges)
+    train: list[float]  # [lo, hi] of the episodes a policy trains on
+    test: list[float]  # [lo, hi] of held-out episodes (outside or at the train edges)
     integer: bool = False  # draw whole numbers (a window of rounds, a count)
 
     @field_validator("train", "test")
     @classmethod
-    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
+    def _ordered(cls, v: list[float]) -> list[float]:
+        if len(v) != 2:
+            raise ValueError(f"a range is [lo, hi], got {len(v)} numbers")
         if v[0] > v[1]:
             raise ValueError(f"a range [lo, hi] needs lo <= hi, got [{v[0]:g}, {v[1]:g}]")
         return v
@@ -50,7 +53,8 @@ class HiddenRange(_Model):
 
     def bounds(self, split: str) -> tuple[float, float]:
         """The range of `split` (``train`` or ``test``)."""
-        return self.train if split == "train" else self.test
+        lo, hi = self.train if split == "train" else self.test
+        return lo, hi
 
 
 def set_dotted_field(data: dict, key: str, value: Any) -> None:
