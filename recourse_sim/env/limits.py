@@ -140,9 +140,8 @@ def limit_left(strategy: Strategy | None, state: RoundState) -> tuple[float, flo
     its limit sets none (or there is no collective, or no limit)."""
     if strategy is None or not _oar_action(strategy):
         return 1.0, 1.0
-    # (before the first reset nothing is used yet)
-    allowance = state.allowances.get(strategy.population, Allowance())
-    limit = strategy.spec.limit
+    # (before the first reset: nothing used)
+    limit, allowance = strategy.spec.limit, state.allowances.get(strategy.population, Allowance())
     rounds = acting_rounds_left(strategy, allowance)
     cost = cost_left(strategy, allowance)
     return (
