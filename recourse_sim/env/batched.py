@@ -733,7 +733,16 @@ class BatchedRecourseEnv(VectorEnv):
         y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
         members = np.take_along_axis(joined[worlds], order, 1) & new_rows
         shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
-        refits = Refits(X_new, y_new, new_rows, self._older_rounds(worlds), shift, scale)
+        refits = Refits(
+            X_new,
+            y_new,
+            new_rows,
+            self._older_rounds(worlds),
+            shift,
+            scale,
+            members,
+            np.flatnonzero(s.action_set.actionable),
+        )
         # the queries, standardised, transposed, the intercept's row 1
         q_counts = qmask[worlds].sum(1)
         q_order = np.argsort(~qmask[worlds], axis=1, kind="stable")[:, : int(q_counts.max())]
@@ -745,7 +754,6 @@ class BatchedRecourseEnv(VectorEnv):
         Zq *= q_rows[:, None, :]
         moved, start[worlds] = oar_batch(
             refits,
-            members,
             Zq,
             q_rows,
             goal[worlds],
@@ -757,8 +765,7 @@ class BatchedRecourseEnv(VectorEnv):
             self._tol,
             self._max_iter,
         )
-        w_idx, j = np.nonzero(new_rows)
-        delta[worlds[w_idx], order[w_idx, j]] = moved[w_idx, j]
+        delta[worlds[refits.mw], order[refits.mw, refits.mr]] = moved
         return delta, start
 
     def _older_rounds(self, worlds) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -804,7 +811,15 @@ class BatchedRecourseEnv(VectorEnv):
         )
         first = np.where(np.isnan(start[worlds]), theta[worlds], start[worlds])
         th_star, _, _, step, one = newton_solve(
-            first, refits.Zt, refits.y, refits.rows, self._C, self._tol, self._max_iter
+            first,
+            refits.Zt,
+            refits.outer,
+            refits.fill,
+            refits.y,
+            refits.rows if refits.padded else None,
+            self._C,
+            self._tol,
+            self._max_iter,
         )
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one
