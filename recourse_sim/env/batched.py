@@ -816,7 +816,7 @@ class BatchedRecourseEnv(VectorEnv):
             refits.outer,
             refits.fill,
             refits.y,
-            refits.rows if refits.padded else None,
+            refits.rows_float,
             self._C,
             self._tol,
             self._max_iter,

@@ -101,6 +101,9 @@ class Refits:
                 self.rows[w, n_new : n_new + m] = True
         self.Zt = Zt
         self.padded = not self.rows.all()
+        self.rows_float = self.rows.astype(np.float64) if self.padded else None
+        labels = self.rows & (self.y == 1.0), self.rows & (self.y == 0.0)
+        self.one_class = ~(labels[0].any(1) & labels[1].any(1))  # (fixed while Δ moves)
         D = d + 1
         upper_a, upper_b = np.triu_indices(D)
         self.pairs = list(zip(upper_a.tolist(), upper_b.tolist(), strict=True))
@@ -203,10 +206,12 @@ def newton_solve(
     factor: np.ndarray | None = None,
     has_factor: np.ndarray | None = None,
     active: np.ndarray | None = None,
+    one_class: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The binary L2 logistic refits of S worlds (`Refits`' arrays; `rows` None: no
-    padding), each on the single learner's own damped Newton path
-    (`LogisticRegression._newton`, two classes, few parameters): from `start` (S, D), the
+    padding, else 0/1 floats; `one_class` where known), each on the single learner's
+    own damped Newton path (`LogisticRegression._newton`, two classes, few parameters):
+    from `start` (S, D), the
     first step with the Hessian `factor` (S, D, D) where `has_factor` (S,), else a fresh
     one; Armijo backtracking, full steps untested once they halve near θ*, the same
     tolerance test. Only `active` worlds (None: all) are solved. Returns (θ* (S, D), the
@@ -216,15 +221,16 @@ def newton_solve(
     The worlds still iterating are copied out of the batch once they are at most half
     of it (the last iterations of a few worlds cost only theirs)."""
     S, D, _ = Zt.shape
-    in_rows = np.ones(y.shape, bool) if rows is None else rows
-    one_class = ~((in_rows & (y == 1.0)).any(1) & (in_rows & (y == 0.0)).any(1))
+    if one_class is None:
+        in_rows = np.ones(y.shape, bool) if rows is None else rows != 0
+        one_class = ~((in_rows & (y == 1.0)).any(1) & (in_rows & (y == 0.0)).any(1))
     todo = ~one_class if active is None else active & ~one_class
     out_theta, out_H = np.array(start, dtype=np.float64), np.zeros((S, D, D))
     out_P, out_step = np.zeros(y.shape), np.zeros((S, D))
     ids = np.flatnonzero(todo)  # the working set's worlds
     if not len(ids):
         return out_theta, out_H, out_P, out_step, one_class
-    rowsf = None if rows is None else rows.astype(np.float64)
+    rowsf = rows
     everyone = len(ids) == S
     if not everyone:
         Zt, outer, y = Zt[ids], outer[ids], y[ids]
@@ -386,13 +392,14 @@ class _Objective:
             r.outer[part],
             r.fill,
             r.y[part],
-            r.rows[part] if r.padded else None,
+            None if r.rows_float is None else r.rows_float[part],
             C,
             self.tol,
             self.max_iter,
             self.factor[part],
             self.has_factor[part],
             active,
+            r.one_class[part],
         )
         if active is not None:  # (computed for every world: theirs only)
             th_star, H, P, step, one = (a[worlds] for a in (th_star, H, P, step, one))
@@ -457,6 +464,12 @@ def oar_batch(
     def per_set(fn, sel: np.ndarray, *arrays):
         """fn(action set, rows, *their arrays) on the member rows `sel` (a mask), by
         budget (row-wise pieces: the same numbers as on each world's rows alone)."""
+        budgets = eps_row[sel]
+        if len(sets) == 1 or (budgets == budgets[0]).all():
+            aset = sets[budgets[0]] if len(budgets) else action_set
+            if sel.all():  # (no copies)
+                return fn(aset, slice(None), *arrays)
+            return fn(aset, sel, *(a[sel] for a in arrays))
         out = np.zeros((len(mw), d))
         for e, aset in sets.items():
             part = sel & (eps_row == e)
@@ -478,16 +491,24 @@ def oar_batch(
         sel = searching[mw]
         idx = np.flatnonzero(sel)
         length = step[mw[idx]]
-        moved = np.zeros((len(mw), d))
-        moved[idx] = box.step(
+        if len(idx) == len(mw):  # every world searching: no copies
+            idx = slice(None)
+        moved = np.zeros((len(mw), d)) if isinstance(idx, np.ndarray) else None
+        stepped = box.step(
             current[idx], grad_m[idx], length[:, None] if box.p == np.inf else length, idx
         )
+        if moved is None:
+            moved = stepped
+        else:
+            moved[idx] = stepped
         trial = per_set(
             lambda aset, part, X, m: aset.project_rows(X, m, box_of(part)), sel, X_m, moved
         )
         change = np.abs(trial - current[idx]).max(1)
+        # each searching world's largest move (its rows are consecutive)
+        worlds_now, first = np.unique(mw[idx], return_index=True)
         moves = np.zeros(W)
-        np.maximum.at(moves, mw[idx], change)
+        moves[worlds_now] = np.maximum.reduceat(change, first)
         searching &= moves > stall  # a fixed point: no trial
         worlds = np.flatnonzero(searching)
         if not len(worlds):
