@@ -723,14 +723,7 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(solving)
         if not len(worlds):
             return delta, start
-        # each world's training rows first, in row order (selective labels: its own number)
-        order = np.argsort(~train[worlds], axis=1, kind="stable")
-        counts = train[worlds].sum(1)
-        n_new = int(counts.max())
-        order = order[:, :n_new]
-        new_rows = np.arange(n_new) < counts[:, None]
-        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
-        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        order, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
         members = np.take_along_axis(joined[worlds], order, 1) & new_rows
         shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
         refits = Refits(
@@ -795,12 +788,7 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(train.any(1))  # (a world without rows is not updated)
         if not len(worlds):
             return theta, one_class
-        order = np.argsort(~train[worlds], axis=1, kind="stable")
-        counts = train[worlds].sum(1)
-        order = order[:, : int(counts.max())]
-        new_rows = np.arange(order.shape[1]) < counts[:, None]
-        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
-        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
         refits = Refits(
             X_new,
             y_new,
@@ -969,6 +957,23 @@ class BatchedRecourseEnv(VectorEnv):
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _training_first(worlds, train, X_train, y_train):
+    """Of `worlds`, each one's training rows first, in row order, padded to the most
+    (selective labels: a number per world): (each one's row order, which are rows,
+    the rows, their labels as floats)."""
+    if train[worlds].all():  # every row trains (no copy of the order)
+        n = train.shape[1]
+        order = np.broadcast_to(np.arange(n), (len(worlds), n))
+        return order, np.ones((len(worlds), n), bool), X_train[worlds], y_train[worlds] * 1.0
+    order = np.argsort(~train[worlds], axis=1, kind="stable")
+    counts = train[worlds].sum(1)
+    order = order[:, : int(counts.max())]
+    new_rows = np.arange(order.shape[1]) < counts[:, None]
+    X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
+    y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+    return order, new_rows, X_new, y_new
 
 
 def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:

@@ -122,10 +122,12 @@ class Refits:
                 for t, (a, b) in enumerate(self.pairs)
                 if a in self.columns or b in self.columns
             ]
-            # each member row's flat position in Zt (feature 0) and in outer (pair 0)
+            # each member row's flat position in Zt (feature 0) and in outer (pair 0), its
+            # design row (the moving columns rewritten by `set_members`)
             self._z_at = (self.mw * D) * N + self.mr
             self._outer_at = (self.mw * len(self.pairs)) * N + self.mr
             self._shift_m, self._scale_m = shift[self.mw], scale[self.mw]
+            self._design_m = Zt[self.mw, :, self.mr]
 
     def set_members(self, sel: np.ndarray, delta: np.ndarray) -> None:
         """The member rows `sel` (a mask of them) become x + `delta` (their rows, (k, d);
@@ -134,23 +136,47 @@ class Refits:
         Z, outer = self.Zt.reshape(-1), self.outer.reshape(-1)
         z_at, outer_at = self._z_at[sel], self._outer_at[sel]
         X, shift, scale = self.X_m[sel], self._shift_m[sel], self._scale_m[sel]
+        design = self._design_m[sel]
         for j in self.columns:
-            Z.put(z_at + j * N, ((X[:, j] + delta[:, j]) - shift[:, j]) / scale[:, j])
+            design[:, j] = ((X[:, j] + delta[:, j]) - shift[:, j]) / scale[:, j]
+            Z.put(z_at + j * N, design[:, j])
+        self._design_m[sel] = design
         for t, a, b in self.moving_pairs:
-            outer.put(outer_at + t * N, Z.take(z_at + a * N) * Z.take(z_at + b * N))
+            outer.put(outer_at + t * N, design[:, a] * design[:, b])
 
     def member_design(self, sel: np.ndarray) -> np.ndarray:
         """The design rows (k, D) of the member rows `sel`."""
-        N = self.Zt.shape[2]
-        at = self._z_at[sel]
-        return self.Zt.reshape(-1).take(at[:, None] + N * np.arange(self.d + 1))
+        return self._design_m[sel]
+
+
+# Elementwise passes run over blocks of worlds of about this many numbers (each array
+# of a block stays in cache; every number and row sum is the same whatever the block)
+_BLOCK_NUMBERS = 16_384
+
+
+def _blocks(S: int, N: int):
+    size = max(1, _BLOCK_NUMBERS // max(N, 1))
+    return [slice(a, a + size) for a in range(0, S, size)]
 
 
 def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: bool = True):
     """(P, risk R(θ) or None) of each world at θ (S, D) (`LogisticRegression._risk_np`
     with its probabilities, binary, intercept last and unpenalised; `rows` (S, N) 0/1
     floats, None: every column is a row): the single learner's elementwise functions
-    (`softplus_sigmoid`), written into few arrays."""
+    (`softplus_sigmoid`), block by block of worlds."""
+    S, N = y.shape
+    if S * N <= _BLOCK_NUMBERS:
+        return _at_block(theta, Zt, y, rows, C, risk)
+    P, f = np.empty((S, N)), np.empty(S) if risk else None
+    for b in _blocks(S, N):
+        P[b], f_b = _at_block(theta[b], Zt[b], y[b], None if rows is None else rows[b], C, risk)
+        if risk:
+            f[b] = f_b
+    return P, f
+
+
+def _at_block(theta, Zt, y, rows, C: float, risk: bool):
+    """`_at` of one block of worlds."""
     z = np.matmul(theta[:, None, :], Zt)[:, 0]
     e = np.abs(z)
     np.negative(e, out=e)
@@ -178,10 +204,12 @@ def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: 
 def _hessian(outer: np.ndarray, P: np.ndarray, C: float, fill: np.ndarray) -> np.ndarray:
     """∇²R (S, D, D) of each world at the probabilities P (`LogisticRegression._hessian`,
     binary): C Zᵀ diag(p(1 − p)) Z, plus 1 on the penalised diagonal."""
-    curvature = P * (1.0 - P)
-    entries = np.matmul(outer, curvature[:, :, None])[..., 0]
+    S, N = P.shape
+    entries = np.empty((S, outer.shape[1]))
+    for b in _blocks(S, N):
+        curvature = P[b] * (1.0 - P[b])
+        entries[b] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
     entries *= C
-    S = len(P)
     D = math.isqrt(len(fill))
     H = entries[:, fill].reshape(S, D, D)
     idx = np.arange(D - 1)
