@@ -18,9 +18,11 @@ world's seekers at once), outcomes, the controlled collective's perturbations, t
 social graphs (one disjoint union: one edge sort, one cascade), the Newton refits (one
 batched solve per iteration; a window of several rounds, or selective labels, gives
 each world its own number of rows: every world's memory padded with rows of zeros to
-the longest) and the observations. Where numpy's generator calls are
-slow for their size, their numbers are reproduced from the same bits: the SBM's
-endpoint draws (``integers``, about 14 µs a call whatever its size) come from
+the longest) and the observations. With OAR's settings as the action (``action: oar``,
+the ``-v2`` IDs) the controlled collective's OAR is solved for every world at once, each
+world on the single env's own path (`recourse_sim.env.batched_oar`). Where numpy's
+generator calls are slow for their size, their numbers are reproduced from the same
+bits: the SBM's endpoint draws (``integers``, about 14 µs a call whatever its size) come from
 ``random_raw`` with numpy's bounded-integer method (Lemire's, with its uint32
 buffering), and a collective's doubles of a round (organisers, cascade waves,
 participation) from one ``random`` call of an upper bound, the unused rest handed back
@@ -28,7 +30,8 @@ with ``advance``. Per number the batched arithmetic is the single environment's;
 sums run in another order and the fits take another path to the same unique optimum,
 so results agree to rounding: measured, observations bit for bit and rewards within
 about 1e-16 (``tests/env/test_batched.py`` holds school's observations to float32
-rounding, lending's bit for bit, and rewards within 1e-12).
+rounding, lending's bit for bit, and rewards within 1e-12;
+``tests/env/test_batched_oar.py`` holds the ``-v2`` IDs' observations bit for bit).
 
 Native scope: `recourse_sim.env.batched_scope` (else the synchronous fallback).
 """
@@ -198,7 +201,7 @@ class BatchedRecourseEnv(VectorEnv):
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
         # a controlled collective with OAR's settings as its action (solved batched)
-        self._oar_action = first.coordinates
+        self._oar_action = first.observes_settings
         self._ended = np.zeros(num_envs, bool)  # episode over, world not reset yet
         # each SBM population's block pairs by block sizes (worlds and rounds share a few)
         self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
