@@ -221,6 +221,7 @@ def _action_set(typed: bool) -> ActionSet:
     [
         ("horizon", 2, "horizon 2"),
         ("solver", "fgm", "solver 'fgm'"),
+        ("actionable", ["gpa", "extracurriculars"], "several actionable features"),
     ],
 )
 def test_oar_settings_outside_the_batch_are_refused_with_the_reason(setting, value, reason):
