@@ -516,6 +516,8 @@ def oar_batch(
     searching = np.ones(W, bool)
     stall = _STALL_TOL * np.maximum(eps, 1.0)
     for _ in range(steps):
+        if not searching.any():
+            break
         sel = searching[mw]
         idx = np.flatnonzero(sel)
         length = step[mw[idx]]
