@@ -5,7 +5,7 @@ pick instead, and the speeds the targets ask for.
     python analyses/benchmark.py --sections dice mixed --out DIR
 
 writes ``DIR/benchmark.json``. With ``--sections`` only the named sections run (round,
-scaling, oar, env, batched, ppo, oar_level, genre, dice, mixed, mlp, startup) and only
+scaling, oar, env, batched, v2_batched, ppo, oar_level, genre, dice, mixed, mlp, startup) and only
 their keys are replaced in an existing ``DIR/benchmark.json``, every other key kept from
 the full run; ``sections_updated`` records which sections were re-run, their wall and
 CPU seconds and the load average then (so that a section can be re-run on a busy
@@ -58,6 +58,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "hypergrad_rel_err": ("<=", 1e-4),
     "env_steps_per_s": (">=", 500.0),
     "batched_vs_single_speedup": (">=", 30.0),
+    "v2_batched_steps_per_s_school": (">=", 500.0),
+    "v2_batched_steps_per_s_lending": (">=", 500.0),
     "genre_recourses_per_s": (">=", 2000.0),
     "individual_speedup_vs_dice": (">=", 300.0),
     "individual_speedup_vs_dice_per_row": (">=", 50.0),
@@ -76,6 +78,8 @@ KEYS = (
     "env_steps_per_s",
     "batched_env_steps_per_s",
     "batched_vs_single_speedup",
+    "v2_batched_steps_per_s_school",
+    "v2_batched_steps_per_s_lending",
     "genre_recourses_per_s",
     "individual_speedup_vs_dice",
     "individual_speedup_vs_dice_per_row",
@@ -384,6 +388,64 @@ def bench_batched(
         "batched_env_n": n,
         "batched_env_class": type(venv.unwrapped).__name__,
     }
+
+
+def bench_v2_batched(
+    n_envs: int = 64, pairs: int = 3, batched_steps: int = 3, seed: int = 0
+) -> dict[str, Any]:
+    """World-steps per CPU second (one thread: per core) of the native batched ``-v2``
+    env (``SchoolAssignment-v2``, ``Lending-v2`` at their scenarios' sizes, `n_envs`
+    worlds, OAR solved for all of them at once) and of one single ``-v2`` env, measured
+    in this run: `pairs` interleaved blocks (`batched_steps` batched steps, then single
+    steps for about as long), each rate the median over its blocks, wall-clock rates
+    beside them. The action is zero, OAR's own settings, so every world solves OAR
+    every round (the dearest action); episodes do not end (rounds = 10,000)."""
+    import gymnasium as gym
+
+    import recourse_sim  # noqa: F401 - registers the IDs
+
+    out: dict[str, Any] = {"v2_batched_n_envs": n_envs}
+    for name, env_id in (
+        ("school", "recourse_sim/SchoolAssignment-v2"),
+        ("lending", "recourse_sim/Lending-v2"),
+    ):
+        venv = gym.make_vec(
+            env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", rounds=10_000
+        )
+        env = gym.make(env_id, rounds=10_000).unwrapped
+        venv.reset(seed=seed)
+        env.reset(seed=seed)
+        actions = np.zeros(venv.action_space.shape, np.float32)
+        action = actions[0]
+        for _ in range(2):  # warm-up
+            venv.step(actions)
+            env.step(action)
+        single_steps = max(batched_steps * n_envs // 8, 2)
+        rates: dict[str, list[float]] = {k: [] for k in ("cpu", "wall", "single_cpu", "single")}
+        for _ in range(pairs):
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(batched_steps):
+                venv.step(actions)
+            rates["wall"].append(batched_steps * n_envs / (time.perf_counter() - t0))
+            rates["cpu"].append(batched_steps * n_envs / (time.process_time() - c0))
+            t0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(single_steps):
+                env.step(action)
+            rates["single"].append(single_steps / (time.perf_counter() - t0))
+            rates["single_cpu"].append(single_steps / (time.process_time() - c0))
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        out.update(
+            {
+                f"v2_batched_steps_per_s_{name}": med["cpu"],
+                f"v2_batched_wall_steps_per_s_{name}": med["wall"],
+                f"v2_single_steps_per_s_{name}": med["single_cpu"],
+                f"v2_single_wall_steps_per_s_{name}": med["single"],
+                f"v2_batched_vs_single_{name}": med["cpu"] / med["single_cpu"],
+                f"v2_batched_env_class_{name}": type(venv.unwrapped).__name__,
+            }
+        )
+        venv.close()
+    return out
 
 
 def bench_ppo(
@@ -1332,6 +1394,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
             "oar": lambda: _in_child("--child-oar", "300", "5", "--repeats", "1"),
             "env": lambda: bench_env(n=50, steps=4, n_envs=2),
             "batched": lambda: bench_batched(n_envs=2, n=50, pairs=1, batched_steps=2),
+            "v2_batched": lambda: bench_v2_batched(n_envs=2, pairs=1, batched_steps=1),
             "genre": lambda: bench_genre(n_fit=1_000, n_query=20, repeats=1),
             "dice": lambda: bench_dice(n_rows=3, repeats=1),
             "mixed": lambda: bench_mixed(repeats=1, n_rows=5),
@@ -1348,6 +1411,7 @@ def _sections(quick: bool, tiny: bool) -> dict[str, Any]:
         "oar": lambda: _in_child("--child-oar", "30000", "100", "--repeats", "2" if quick else "5"),
         "env": lambda: bench_env(steps=60 if quick else 400),
         "batched": lambda: bench_batched(pairs=3 if quick else 7),
+        "v2_batched": lambda: bench_v2_batched(pairs=2 if quick else 3),
         "genre": lambda: bench_genre(n_fit=1_000 if quick else 4_000, repeats=2 if quick else 5),
         "dice": lambda: bench_dice(n_rows=20 if quick else 200, repeats=3 if quick else 5),
         "mixed": lambda: bench_mixed(repeats=3 if quick else 5),

@@ -18,9 +18,11 @@ world's seekers at once), outcomes, the controlled collective's perturbations, t
 social graphs (one disjoint union: one edge sort, one cascade), the Newton refits (one
 batched solve per iteration; a window of several rounds, or selective labels, gives
 each world its own number of rows: every world's memory padded with rows of zeros to
-the longest) and the observations. Where numpy's generator calls are
-slow for their size, their numbers are reproduced from the same bits: the SBM's
-endpoint draws (``integers``, about 14 µs a call whatever its size) come from
+the longest) and the observations. With OAR's settings as the action (``action: oar``,
+the ``-v2`` IDs) the controlled collective's OAR is solved for every world at once, each
+world on the single env's own path (`recourse_sim.env.batched_oar`). Where numpy's
+generator calls are slow for their size, their numbers are reproduced from the same
+bits: the SBM's endpoint draws (``integers``, about 14 µs a call whatever its size) come from
 ``random_raw`` with numpy's bounded-integer method (Lemire's, with its uint32
 buffering), and a collective's doubles of a round (organisers, cascade waves,
 participation) from one ``random`` call of an upper bound, the unused rest handed back
@@ -28,7 +30,8 @@ with ``advance``. Per number the batched arithmetic is the single environment's;
 sums run in another order and the fits take another path to the same unique optimum,
 so results agree to rounding: measured, observations bit for bit and rewards within
 about 1e-16 (``tests/env/test_batched.py`` holds school's observations to float32
-rounding, lending's bit for bit, and rewards within 1e-12).
+rounding, lending's bit for bit, and rewards within 1e-12;
+``tests/env/test_batched_oar.py`` holds the ``-v2`` IDs' observations bit for bit).
 
 Native scope: `recourse_sim.env.batched_scope` (else the synchronous fallback).
 """
@@ -198,7 +201,7 @@ class BatchedRecourseEnv(VectorEnv):
         self._C, self._tol, self._max_iter = learner.C, learner.tol, learner.max_iter
         self._rounds = sc.rounds
         # a controlled collective with OAR's settings as its action (solved batched)
-        self._oar_action = first.coordinates
+        self._oar_action = first.observes_settings
         self._ended = np.zeros(num_envs, bool)  # episode over, world not reset yet
         # each SBM population's block pairs by block sizes (worlds and rounds share a few)
         self._block_plans: dict[str, dict[tuple[int, ...], list]] = {}
@@ -723,17 +726,19 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(solving)
         if not len(worlds):
             return delta, start
-        # each world's training rows first, in row order (selective labels: its own number)
-        order = np.argsort(~train[worlds], axis=1, kind="stable")
-        counts = train[worlds].sum(1)
-        n_new = int(counts.max())
-        order = order[:, :n_new]
-        new_rows = np.arange(n_new) < counts[:, None]
-        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
-        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        order, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
         members = np.take_along_axis(joined[worlds], order, 1) & new_rows
         shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
-        refits = Refits(X_new, y_new, new_rows, self._older_rounds(worlds), shift, scale)
+        refits = Refits(
+            X_new,
+            y_new,
+            new_rows,
+            self._older_rounds(worlds),
+            shift,
+            scale,
+            members,
+            np.flatnonzero(s.action_set.actionable),
+        )
         # the queries, standardised, transposed, the intercept's row 1
         q_counts = qmask[worlds].sum(1)
         q_order = np.argsort(~qmask[worlds], axis=1, kind="stable")[:, : int(q_counts.max())]
@@ -745,7 +750,6 @@ class BatchedRecourseEnv(VectorEnv):
         Zq *= q_rows[:, None, :]
         moved, start[worlds] = oar_batch(
             refits,
-            members,
             Zq,
             q_rows,
             goal[worlds],
@@ -757,8 +761,7 @@ class BatchedRecourseEnv(VectorEnv):
             self._tol,
             self._max_iter,
         )
-        w_idx, j = np.nonzero(new_rows)
-        delta[worlds[w_idx], order[w_idx, j]] = moved[w_idx, j]
+        delta[worlds[refits.mw], order[refits.mw, refits.mr]] = moved
         return delta, start
 
     def _older_rounds(self, worlds) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -788,12 +791,7 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(train.any(1))  # (a world without rows is not updated)
         if not len(worlds):
             return theta, one_class
-        order = np.argsort(~train[worlds], axis=1, kind="stable")
-        counts = train[worlds].sum(1)
-        order = order[:, : int(counts.max())]
-        new_rows = np.arange(order.shape[1]) < counts[:, None]
-        X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
-        y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+        _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
         refits = Refits(
             X_new,
             y_new,
@@ -804,7 +802,15 @@ class BatchedRecourseEnv(VectorEnv):
         )
         first = np.where(np.isnan(start[worlds]), theta[worlds], start[worlds])
         th_star, _, _, step, one = newton_solve(
-            first, refits.Zt, refits.y, refits.rows, self._C, self._tol, self._max_iter
+            first,
+            refits.Zt,
+            refits.outer,
+            refits.fill,
+            refits.y,
+            refits.rows_float,
+            self._C,
+            self._tol,
+            self._max_iter,
         )
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one
@@ -954,6 +960,23 @@ class BatchedRecourseEnv(VectorEnv):
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _training_first(worlds, train, X_train, y_train):
+    """Of `worlds`, each one's training rows first, in row order, padded to the most
+    (selective labels: a number per world): (each one's row order, which are rows,
+    the rows, their labels as floats)."""
+    if train[worlds].all():  # every row trains (no copy of the order)
+        n = train.shape[1]
+        order = np.broadcast_to(np.arange(n), (len(worlds), n))
+        return order, np.ones((len(worlds), n), bool), X_train[worlds], y_train[worlds] * 1.0
+    order = np.argsort(~train[worlds], axis=1, kind="stable")
+    counts = train[worlds].sum(1)
+    order = order[:, : int(counts.max())]
+    new_rows = np.arange(order.shape[1]) < counts[:, None]
+    X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
+    y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+    return order, new_rows, X_new, y_new
 
 
 def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:

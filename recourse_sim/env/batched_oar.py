@@ -26,6 +26,7 @@ rounding, not bit for bit.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -37,7 +38,6 @@ from recourse_sim.learners.logistic_math import (
     MIN_STEP,
     binary_goal_loss,
     sigmoid,
-    softplus_sigmoid,
 )
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.collective import (
@@ -56,11 +56,14 @@ class Refits:
     """The refits of W worlds of one round, padded to one shape: each world's design
     matrix, transposed (W, D, N) with the intercept's row last — this round's rows in
     the first `n_new` columns, the older rounds it remembers after them, zero columns
-    past a world's rows — its labels (W, N) and which columns are rows (W, N).
+    past a world's rows — its labels (W, N), which columns are rows (W, N), and the
+    products zₐ zᵦ (a ≤ b) of each row (W, D (D + 1) / 2, N), so that a Hessian is one
+    product with the curvatures.
 
     `X_new` (W, n_new, d): this round's training rows (`new_rows` (W, n_new): which
     are a world's); `old`: per world, the older rounds' rows and labels it keeps;
-    `shift`, `scale` (W, d): each learner's standardisation."""
+    `shift`, `scale` (W, d): each learner's standardisation. `members` (W, n_new): the
+    rows a collective may move, in `columns` only (`set_members`)."""
 
     def __init__(
         self,
@@ -70,55 +73,145 @@ class Refits:
         old: list[tuple[np.ndarray, np.ndarray]],
         shift: np.ndarray,
         scale: np.ndarray,
+        members: np.ndarray | None = None,
+        columns: np.ndarray | None = None,
     ):
         W, n_new, d = X_new.shape
         longest = max((len(y) for _, y in old), default=0)
         N = n_new + longest
         self.n_new, self.d = n_new, d
-        self.X_new, self.new_rows = X_new, new_rows
         self.shift, self.scale = shift, scale
-        self.Zt = np.zeros((W, d + 1, N))
+        Zt = np.zeros((W, d + 1, N))
         self.y = np.zeros((W, N))
         self.rows = np.zeros((W, N), bool)
         self.y[:, :n_new] = np.where(new_rows, y_new, 0.0)
         self.rows[:, :n_new] = new_rows
-        self.Zt[:, d, :n_new] = new_rows
+        # ((x + δ) − shift) / scale, as `LogisticRegression._numpy_refit` (δ = 0 here)
+        Z = X_new - shift[:, None, :]
+        Z /= scale[:, None, :]
+        Z *= new_rows[:, :, None]  # (padding: zero columns)
+        Zt[:, :d, :n_new] = Z.transpose(0, 2, 1)
+        Zt[:, d, :n_new] = new_rows
         for w, (X_old, y_old) in enumerate(old):
             m = len(y_old)
             if m:
-                self.Zt[w, :d, n_new : n_new + m] = ((X_old - shift[w]) / scale[w]).T
-                self.Zt[w, d, n_new : n_new + m] = 1.0
+                Zt[w, :d, n_new : n_new + m] = ((X_old - shift[w]) / scale[w]).T
+                Zt[w, d, n_new : n_new + m] = 1.0
                 self.y[w, n_new : n_new + m] = y_old
                 self.rows[w, n_new : n_new + m] = True
-        self.set_new(np.arange(W), np.zeros_like(X_new))
+        self.Zt = Zt
+        self.padded = not self.rows.all()
+        self.rows_float = self.rows.astype(np.float64) if self.padded else None
+        labels = self.rows & (self.y == 1.0), self.rows & (self.y == 0.0)
+        self.one_class = ~(labels[0].any(1) & labels[1].any(1))  # (fixed while Δ moves)
+        D = d + 1
+        upper_a, upper_b = np.triu_indices(D)
+        self.pairs = list(zip(upper_a.tolist(), upper_b.tolist(), strict=True))
+        self.outer = np.empty((W, len(self.pairs), N))
+        for t, (a, b) in enumerate(self.pairs):
+            np.multiply(Zt[:, a], Zt[:, b], out=self.outer[:, t])
+        fill = np.empty((D, D), np.intp)
+        fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
+        self.fill = fill.ravel()
+        if members is not None:
+            self.mw, self.mr = np.nonzero(members)  # member rows, world by world
+            self.X_m = X_new[self.mw, self.mr]
+            self.columns = np.asarray(columns).tolist()
+            self.moving_pairs = [
+                (t, a, b)
+                for t, (a, b) in enumerate(self.pairs)
+                if a in self.columns or b in self.columns
+            ]
+            # each member row's flat position in Zt (feature 0) and in outer (pair 0), its
+            # design row (the moving columns rewritten by `set_members`)
+            self._z_at = (self.mw * D) * N + self.mr
+            self._outer_at = (self.mw * len(self.pairs)) * N + self.mr
+            self._shift_m, self._scale_m = shift[self.mw], scale[self.mw]
+            self._design_m = Zt[self.mw, :, self.mr]
 
-    def set_new(self, worlds: np.ndarray, delta: np.ndarray) -> None:
-        """This round's rows of `worlds` become X + `delta` (delta (len(worlds), n_new,
-        d)), standardised as `LogisticRegression._numpy_refit` does: ((x + δ) − shift) /
-        scale."""
-        Z = np.add(self.X_new[worlds], delta)
-        Z -= self.shift[worlds, None, :]
-        Z /= self.scale[worlds, None, :]
-        Z *= self.new_rows[worlds, :, None]  # (padding: zero columns)
-        self.Zt[worlds, : self.d, : self.n_new] = Z.transpose(0, 2, 1)
+    def set_members(self, sel: np.ndarray, delta: np.ndarray) -> None:
+        """The member rows `sel` (a mask of them) become x + `delta` (their rows, (k, d);
+        zero outside `columns`)."""
+        N = self.Zt.shape[2]
+        Z, outer = self.Zt.reshape(-1), self.outer.reshape(-1)
+        z_at, outer_at = self._z_at[sel], self._outer_at[sel]
+        X, shift, scale = self.X_m[sel], self._shift_m[sel], self._scale_m[sel]
+        design = self._design_m[sel]
+        for j in self.columns:
+            design[:, j] = ((X[:, j] + delta[:, j]) - shift[:, j]) / scale[:, j]
+            Z.put(z_at + j * N, design[:, j])
+        self._design_m[sel] = design
+        for t, a, b in self.moving_pairs:
+            outer.put(outer_at + t * N, design[:, a] * design[:, b])
+
+    def member_design(self, sel: np.ndarray) -> np.ndarray:
+        """The design rows (k, D) of the member rows `sel`."""
+        return self._design_m[sel]
 
 
-def _risk(theta, logits, y, rows, C: float, with_proba: bool = False):
-    """`LogisticRegression._risk_np` of each world (binary, intercept last, unpenalised)."""
-    soft, P = softplus_sigmoid(logits)
-    loss = soft - y * logits
-    loss *= rows
-    risk = 0.5 * (theta[:, :-1] ** 2).sum(1) + C * loss.sum(1)
-    return (risk, P) if with_proba else risk
+# Elementwise passes run over blocks of worlds of about this many numbers (each array
+# of a block stays in cache; every number and row sum is the same whatever the block)
+_BLOCK_NUMBERS = 16_384
 
 
-def _hessian(Zt: np.ndarray, P: np.ndarray, C: float) -> np.ndarray:
+def _blocks(S: int, N: int):
+    size = max(1, _BLOCK_NUMBERS // max(N, 1))
+    return [slice(a, a + size) for a in range(0, S, size)]
+
+
+def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: bool = True):
+    """(P, risk R(θ) or None) of each world at θ (S, D) (`LogisticRegression._risk_np`
+    with its probabilities, binary, intercept last and unpenalised; `rows` (S, N) 0/1
+    floats, None: every column is a row): the single learner's elementwise functions
+    (`softplus_sigmoid`), block by block of worlds."""
+    S, N = y.shape
+    if S * N <= _BLOCK_NUMBERS:
+        return _at_block(theta, Zt, y, rows, C, risk)
+    P, f = np.empty((S, N)), np.empty(S) if risk else None
+    for b in _blocks(S, N):
+        P[b], f_b = _at_block(theta[b], Zt[b], y[b], None if rows is None else rows[b], C, risk)
+        if risk:
+            f[b] = f_b
+    return P, f
+
+
+def _at_block(theta, Zt, y, rows, C: float, risk: bool):
+    """`_at` of one block of worlds."""
+    z = np.matmul(theta[:, None, :], Zt)[:, 0]
+    e = np.abs(z)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    # sigmoid_of(z, e): e / (1 + e) where z < 0, else 1 / (1 + e)
+    nonnegative = z >= 0
+    P = np.multiply(e, ~nonnegative)
+    P += nonnegative
+    one_plus = e + 1.0
+    P /= one_plus
+    if not risk:
+        return P, None
+    # softplus: max(z, 0) + log1p(e)
+    np.log1p(e, out=e)
+    soft = np.maximum(z, 0.0, out=one_plus)
+    soft += e
+    # each row's loss first, as the single learner sums them (the two sums apart would
+    # cancel to far less precision than the Armijo test's slack)
+    z *= y
+    soft -= z
+    total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
+    return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
+
+
+def _hessian(outer: np.ndarray, P: np.ndarray, C: float, fill: np.ndarray) -> np.ndarray:
     """∇²R (S, D, D) of each world at the probabilities P (`LogisticRegression._hessian`,
     binary): C Zᵀ diag(p(1 − p)) Z, plus 1 on the penalised diagonal."""
-    curvature = P * (1.0 - P)
-    H = np.matmul(Zt * curvature[:, None, :], Zt.transpose(0, 2, 1))
-    H *= C
-    D = Zt.shape[1]
+    S, N = P.shape
+    entries = np.empty((S, outer.shape[1]))
+    for b in _blocks(S, N):
+        curvature = P[b] * (1.0 - P[b])
+        entries[b] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
+    entries *= C
+    D = math.isqrt(len(fill))
+    H = entries[:, fill].reshape(S, D, D)
     idx = np.arange(D - 1)
     H[:, idx, idx] += 1.0
     return H
@@ -131,127 +224,169 @@ def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
 def newton_solve(
     start: np.ndarray,
     Zt: np.ndarray,
+    outer: np.ndarray,
+    fill: np.ndarray,
     y: np.ndarray,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     C: float,
     tol: float,
     max_iter: int,
     factor: np.ndarray | None = None,
     has_factor: np.ndarray | None = None,
+    active: np.ndarray | None = None,
+    one_class: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The binary L2 logistic refits of S worlds (`Refits`' arrays), each on the single
-    learner's own damped Newton path (`LogisticRegression._newton`, two classes, few
-    parameters): from `start` (S, D), the first step with the Hessian `factor` (S, D, D)
-    where `has_factor` (S,), else a fresh one; Armijo backtracking, full steps untested
-    once they halve near θ*, the same tolerance test. Returns (θ* (S, D), the Hessian at
-    θ*, P at θ* (S, N), the Newton step at θ* (θ⁺ = θ* − step), one class (S,): rows of
-    one class, θ kept and nothing else meaningful)."""
+    """The binary L2 logistic refits of S worlds (`Refits`' arrays; `rows` None: no
+    padding, else 0/1 floats; `one_class` where known), each on the single learner's
+    own damped Newton path (`LogisticRegression._newton`, two classes, few parameters):
+    from `start` (S, D), the
+    first step with the Hessian `factor` (S, D, D) where `has_factor` (S,), else a fresh
+    one; Armijo backtracking, full steps untested once they halve near θ*, the same
+    tolerance test. Only `active` worlds (None: all) are solved. Returns (θ* (S, D), the
+    Hessian at θ*, P at θ* (S, N), the Newton step at θ* (θ⁺ = θ* − step), one class
+    (S,): rows of one class, θ kept and nothing else meaningful).
+
+    The worlds still iterating are copied out of the batch once they are at most half
+    of it (the last iterations of a few worlds cost only theirs)."""
     S, D, _ = Zt.shape
-    th = np.array(start, dtype=np.float64)
-    has_one = (rows & (y == 1.0)).any(1)
-    has_zero = (rows & (y == 0.0)).any(1)
-    one_class = ~(has_one & has_zero)
-    logits = np.matmul(th[:, None, :], Zt)[:, 0]
-    f, P = _risk(th, logits, y, rows, C, with_proba=True)
-    H = np.empty((S, D, D))
-    reuse = np.zeros(S, bool) if has_factor is None else has_factor & ~one_class
+    if one_class is None:
+        in_rows = np.ones(y.shape, bool) if rows is None else rows != 0
+        one_class = ~((in_rows & (y == 1.0)).any(1) & (in_rows & (y == 0.0)).any(1))
+    todo = ~one_class if active is None else active & ~one_class
+    out_theta, out_H = np.array(start, dtype=np.float64), np.zeros((S, D, D))
+    out_P, out_step = np.zeros(y.shape), np.zeros((S, D))
+    ids = np.flatnonzero(todo)  # the working set's worlds
+    if not len(ids):
+        return out_theta, out_H, out_P, out_step, one_class
+    rowsf = rows
+    everyone = len(ids) == S
+    if not everyone:
+        Zt, outer, y = Zt[ids], outer[ids], y[ids]
+        rowsf = None if rowsf is None else rowsf[ids]
+    th = out_theta[ids]
+    P, f = _at(th, Zt, y, rowsf, C)
+    n = len(ids)
+    H = np.empty((n, D, D))
+    reuse = np.zeros(n, bool) if has_factor is None else has_factor[ids].copy()
     if reuse.any():
-        H[reuse] = factor[reuse]
-    fresh = np.zeros(S, bool)
-    previous = np.full(S, np.inf)
-    out_theta, out_H = th.copy(), np.zeros((S, D, D))
-    out_P, out_step = P.copy(), np.zeros((S, D))
-    todo = ~one_class
-    g = np.zeros((S, D))
-    step = np.zeros((S, D))
+        H[reuse] = factor[ids][reuse]
+    fresh = np.zeros(n, bool)
+    previous = np.full(n, np.inf)
+    going = np.ones(n, bool)  # still iterating, of the working set
+    g = np.zeros((n, D))
+    step = np.zeros((n, D))
 
     def finish(idx: np.ndarray) -> None:
-        """Worlds `idx` converged at θ (`LogisticRegression._converged`): the Hessian at
-        θ* and its step, fresh where this iteration's was not."""
-        out_theta[idx], out_P[idx] = th[idx], P[idx]
+        """Working worlds `idx` converged at θ (`LogisticRegression._converged`): the
+        Hessian at θ* and its step, fresh where this iteration's was not."""
+        at = ids[idx]
+        out_theta[at], out_P[at] = th[idx], P[idx]
         stale = idx[~fresh[idx]]
         ok = idx[fresh[idx]]
-        out_H[ok], out_step[ok] = H[ok], step[ok]
+        out_H[ids[ok]], out_step[ids[ok]] = H[ok], step[ok]
         if len(stale):
-            Hs = _hessian(Zt[stale], P[stale], C)
-            out_H[stale], out_step[stale] = Hs, _solve(Hs, g[stale])
+            Hs = _hessian(outer[stale], P[stale], C, fill)
+            out_H[ids[stale]], out_step[ids[stale]] = Hs, _solve(Hs, g[stale])
+        going[idx] = False
 
     for _ in range(max_iter):
-        if not todo.any():
+        if not going.any():
             break
+        if going.sum() <= len(going) // 2:  # copy the few still iterating out
+            keep = np.flatnonzero(going)
+            ids, th, P, f, H = ids[keep], th[keep], P[keep], f[keep], H[keep]
+            reuse, fresh, previous = reuse[keep], fresh[keep], previous[keep]
+            Zt, outer, y = Zt[keep], outer[keep], y[keep]
+            rowsf = None if rowsf is None else rowsf[keep]
+            going = np.ones(len(keep), bool)
         g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0]
         g[:, :-1] += th[:, :-1]
-        need = todo & ~reuse
+        need = going & ~reuse
         if need.any():
-            H[need] = _hessian(Zt[need], P[need], C)
+            fresh_H = _hessian(outer, P, C, fill)
+            H[need] = fresh_H[need]
             fresh |= need
-        idx = np.flatnonzero(todo)
-        step = np.zeros((S, D))
-        step[idx] = _solve(H[idx], g[idx])
+        step = _solve(H, g)
+        step[~going] = 0.0
         step_size = np.abs(step).max(1)
         scale = 1.0 + np.abs(th).max(1)
-        done = todo & (step_size <= tol * scale)
+        done = going & (step_size <= tol * scale)
         if done.any():
             finish(np.flatnonzero(done))
-            todo &= ~done
-        untested = todo & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_STEP * scale)
-        tested = todo & ~untested
-        t = np.ones(S)
-        if untested.any():
-            u = np.flatnonzero(untested)
-            th[u] = th[u] - step[u]
-            f[u] = np.nan
-            P[u] = sigmoid(np.matmul(th[u, None, :], Zt[u])[:, 0])
-        if tested.any():
+        if not going.any():
+            break
+        untested = going & (step_size <= 0.5 * previous) & (previous <= _UNTESTED_STEP * scale)
+        tested = going & ~untested
+        t = np.ones(len(going))
+        # the full step of every world at once (untested ones take it as it is; their
+        # risk is computed when a test needs it)
+        trial = th - step
+        any_tested = tested.any()
+        if any_tested and np.isnan(f[tested]).any():
             unknown = np.flatnonzero(tested & np.isnan(f))
-            if len(unknown):
-                lg = np.matmul(th[unknown, None, :], Zt[unknown])[:, 0]
-                f[unknown] = _risk(th[unknown], lg, y[unknown], rows[unknown], C)
+            rows_u = None if rowsf is None else rowsf[unknown]
+            f[unknown] = _at(th[unknown], Zt[unknown], y[unknown], rows_u, C)[1]
+        trial_P, f_trial = _at(trial, Zt, y, rowsf, C, risk=any_tested)
+        took = untested.copy()
+        if any_tested:
             decrease = (g * step).sum(1)
-            pending = np.flatnonzero(tested)
-            while len(pending):
-                trial = th[pending] - t[pending, None] * step[pending]
-                lg = np.matmul(trial[:, None, :], Zt[pending])[:, 0]
-                f_new, P_new = _risk(trial, lg, y[pending], rows[pending], C, with_proba=True)
-                fp = f[pending]
-                ok = f_new <= fp - ARMIJO * t[pending] * decrease[pending] + F_SLACK * np.abs(fp)
-                took = pending[ok]
-                th[took], f[took], P[took] = trial[ok], f_new[ok], P_new[ok]
-                rejected = pending[~ok]
-                t[rejected] *= 0.5
-                go_on = (t[rejected] > MIN_STEP) | (
-                    t[rejected] * step_size[rejected] > tol * scale[rejected]
-                )
-                stuck = rejected[~go_on]
-                if len(stuck):  # no further decrease in float64: at the optimum
-                    finish(stuck)
-                    todo[stuck] = False
-                pending = rejected[go_on]
+            ok = tested & (f_trial <= (f - ARMIJO * decrease) + F_SLACK * np.abs(f))
+            took |= ok
+            f[ok] = f_trial[ok]
+        else:
+            ok = np.zeros(len(going), bool)
+        th[took], P[took] = trial[took], trial_P[took]
+        f[untested] = np.nan
+        pending = np.flatnonzero(tested & ~ok)
+        t[pending] = 0.5
+        while len(pending):  # backtracking, each world its own halvings
+            go_on = (t[pending] > MIN_STEP) | (
+                t[pending] * step_size[pending] > tol * scale[pending]
+            )
+            stuck = pending[~go_on]
+            if len(stuck):  # no further decrease in float64: at the optimum
+                finish(stuck)
+            pending = pending[go_on]
+            if not len(pending):
+                break
+            trial_p = th[pending] - t[pending, None] * step[pending]
+            rows_p = None if rowsf is None else rowsf[pending]
+            P_p, f_p = _at(trial_p, Zt[pending], y[pending], rows_p, C)
+            fp = f[pending]
+            ok_p = f_p <= fp - ARMIJO * t[pending] * decrease[pending] + F_SLACK * np.abs(fp)
+            took_p = pending[ok_p]
+            th[took_p], f[took_p], P[took_p] = trial_p[ok_p], f_p[ok_p], P_p[ok_p]
+            pending = pending[~ok_p]
+            t[pending] *= 0.5
         fresh[:] = False
         reuse[:] = False
         previous = np.where(t == 1.0, step_size, np.inf)
     else:
-        if todo.any():
+        if going.any():
             warnings.warn(
                 f"LogisticRegression: Newton did not converge in max_iter={max_iter} "
-                f"iterations in {int(todo.sum())} of {S} worlds",
+                f"iterations in {int(going.sum())} of {S} worlds",
                 ConvergenceWarning,
                 stacklevel=2,
             )
-            idx = np.flatnonzero(todo)
-            P[idx] = sigmoid(np.matmul(th[idx, None, :], Zt[idx])[:, 0])
+            idx = np.flatnonzero(going)
+            P[idx] = _at(th[idx], Zt[idx], y[idx], None, C, risk=False)[0]
             g[idx] = C * np.matmul(Zt[idx], (P[idx] - y[idx])[:, :, None])[..., 0]
             g[idx, :-1] += th[idx, :-1]
             fresh[idx] = False
             finish(idx)
-    out_theta[one_class] = th[one_class]
     return out_theta, out_H, out_P, out_step, one_class
 
 
+# below this share of the worlds still searching, an evaluation copies theirs out
+_COMPACT = 0.75
+
+
 class _Objective:
-    """The OAR objective of W worlds (their `Refits`, queries and goals), evaluated for
-    any of them at once, each world's evaluations chained as `collective_recourse`
-    chains them (Newton from the last evaluation's θ⁺ with its Hessian)."""
+    """The OAR objective of W worlds (their `Refits`, with members; queries and goals),
+    evaluated for any of them at once, each world's evaluations chained as
+    `collective_recourse` chains them (Newton from the last evaluation's θ⁺ with its
+    Hessian)."""
 
     def __init__(self, refits: Refits, Zq, q_rows, goal, theta0, C, tol, max_iter):
         self.refits, self.Zq, self.q_rows, self.goal = refits, Zq, q_rows, goal
@@ -262,23 +397,40 @@ class _Objective:
         self.factor = np.zeros((W, D, D))
         self.has_factor = np.zeros(W, bool)
 
-    def __call__(self, worlds: np.ndarray, delta: np.ndarray):
-        """(loss, ∂loss/∂X of this round's rows (len(worlds), n_new, d), θ⁺) of `worlds`
-        at their perturbations `delta` (len(worlds), n_new, d)."""
+    def __call__(self, worlds: np.ndarray, sel: np.ndarray, delta: np.ndarray):
+        """(loss, ∂loss/∂x of the member rows `sel` (a mask of the member rows: those of
+        `worlds`, sorted) (k, d), θ⁺) of `worlds` at their members' perturbations
+        `delta` (k, d)."""
         r, C = self.refits, self.C
-        r.set_new(worlds, delta)
-        Zt = r.Zt[worlds]
+        r.set_members(sel, delta)
+        W = len(self.start)
+        if len(worlds) == W:
+            part = slice(None)
+            active = None
+        elif len(worlds) >= _COMPACT * W:
+            part = slice(None)
+            active = np.zeros(W, bool)
+            active[worlds] = True
+        else:
+            part = worlds
+            active = None
         th_star, H, P, step, one = newton_solve(
-            self.start[worlds],
-            Zt,
-            r.y[worlds],
-            r.rows[worlds],
+            self.start[part],
+            r.Zt[part],
+            r.outer[part],
+            r.fill,
+            r.y[part],
+            None if r.rows_float is None else r.rows_float[part],
             C,
             self.tol,
             self.max_iter,
-            self.factor[worlds],
-            self.has_factor[worlds],
+            self.factor[part],
+            self.has_factor[part],
+            active,
+            r.one_class[part],
         )
+        if active is not None:  # (computed for every world: theirs only)
+            th_star, H, P, step, one = (a[worlds] for a in (th_star, H, P, step, one))
         th = th_star - step
         th[one] = th_star[one]  # one class: θ kept
         Zq, q_rows, m = self.Zq[worlds], self.q_rows[worlds], self.n_queries[worlds]
@@ -289,13 +441,17 @@ class _Objective:
         dtheta = np.matmul(Zq, residual[:, :, None])[..., 0]
         H[one] = np.eye(th.shape[1])  # (any solvable system: their gradient is 0)
         v = _solve(H, dtheta)
-        n, d = r.n_new, r.d
-        Zn, Pn, yn = Zt[:, :, :n], P[:, :n], r.y[worlds, :n]
-        along_w = -C * (Pn * (1.0 - Pn)) * np.matmul(v[:, None, :], Zn)[:, 0]
-        along_v = -C * (Pn - yn)
-        grad = along_w[..., None] * th_star[:, None, :d] + along_v[..., None] * v[:, None, :d]
-        grad /= r.scale[worlds, None, :]
-        grad[one] = 0.0
+        # the members' rows of `refit_hypergradient`'s rank-two gradient
+        d = r.d
+        k = np.searchsorted(worlds, r.mw[sel])  # each row's world among `worlds`
+        Zm = r.member_design(sel)
+        Pm = P[k, r.mr[sel]]
+        ym = r.y[r.mw[sel], r.mr[sel]]
+        along_w = -C * (Pm * (1.0 - Pm)) * np.einsum("rd,rd->r", Zm, v[k])
+        along_v = -C * (Pm - ym)
+        grad = along_w[:, None] * th_star[k, :d] + along_v[:, None] * v[k, :d]
+        grad /= r.scale[r.mw[sel]]
+        grad[one[k]] = 0.0
         self.start[worlds] = th
         self.factor[worlds] = H
         self.has_factor[worlds] = ~one
@@ -304,7 +460,6 @@ class _Objective:
 
 def oar_batch(
     refits: Refits,
-    members: np.ndarray,
     Zq: np.ndarray,
     q_rows: np.ndarray,
     goal: np.ndarray,
@@ -316,16 +471,16 @@ def oar_batch(
     tol: float,
     max_iter: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """OAR (pgd, horizon 1) of W worlds' collectives: `members` (W, n_new) of this
-    round's rows (`refits`), queries `Zq` (W, D, M) (standardised, transposed, the
-    intercept's row 1; `q_rows` (W, M): which are a world's), goal classes (W,), budgets
-    `eps` (W,) > 0 of `action_set`'s features, models `theta0` (W, D). Returns (the
-    perturbations (W, n_new, d), zero for non-members; θ⁺ of each world's refit on its
-    perturbed rows, the state the learner's update starts from)."""
-    W, n_new, d = refits.X_new.shape
+    """OAR (pgd, horizon 1) of W worlds' collectives, the members of `refits` moving
+    their rows: queries `Zq` (W, D, M) (standardised, transposed, the intercept's row
+    1; `q_rows` (W, M): which are a world's), goal classes (W,), budgets `eps` (W,) > 0
+    of `action_set`'s features, models `theta0` (W, D). Returns (the members'
+    perturbations (rows, d), as `refits.mw`, `refits.mr` list them; θ⁺ of each world's
+    refit on its perturbed rows, the state the learner's update starts from)."""
+    W = len(theta0)
+    d = refits.d
     objective = _Objective(refits, Zq, q_rows, goal, theta0, C, tol, max_iter)
-    mw, mr = np.nonzero(members)  # member rows, world by world
-    X_m = refits.X_new[mw, mr]
+    mw, X_m = refits.mw, refits.X_m
     bounds = None if action_set.boxless else action_set.box(X_m)
     box = _Box(bounds, action_set)
     eps_row = eps[mw]
@@ -334,32 +489,29 @@ def oar_batch(
         for e in sorted(set(eps.tolist()))
     }
 
-    def full(rows: np.ndarray, worlds: np.ndarray, sel: np.ndarray) -> np.ndarray:
-        """Δ (len(worlds), n_new, d) of `worlds` from their member rows `rows` (`sel`:
-        the member rows of those worlds)."""
-        out = np.zeros((W, n_new, d))
-        out[mw[sel], mr[sel]] = rows
-        return out[worlds]
-
     def per_set(fn, sel: np.ndarray, *arrays):
-        """fn(action set, *rows) on the member rows `sel`, by budget (row-wise pieces:
-        the same numbers as on each world's rows alone)."""
-        out = None
+        """fn(action set, rows, *their arrays) on the member rows `sel` (a mask), by
+        budget (row-wise pieces: the same numbers as on each world's rows alone)."""
+        budgets = eps_row[sel]
+        if len(sets) == 1 or (budgets == budgets[0]).all():
+            aset = sets[budgets[0]] if len(budgets) else action_set
+            if sel.all():  # (no copies)
+                return fn(aset, slice(None), *arrays)
+            return fn(aset, sel, *(a[sel] for a in arrays))
+        out = np.zeros((len(mw), d))
         for e, aset in sets.items():
             part = sel & (eps_row == e)
-            if not part.any():
-                continue
-            got = fn(aset, part, *(a[part] for a in arrays))
-            if out is None:
-                out = np.zeros((len(mw), *got.shape[1:]), got.dtype)
-            out[part] = got
+            if part.any():
+                out[part] = fn(aset, part, *(a[part] for a in arrays))
         return out[sel]
+
+    def box_of(part: np.ndarray):
+        return None if bounds is None else (bounds[0][part], bounds[1][part])
 
     everyone = np.arange(W)
     all_rows = np.ones(len(mw), bool)
-    loss, grad, state = objective(everyone, np.zeros((W, n_new, d)))
-    grad_m = grad[mw, mr]
     current = np.zeros((len(mw), d))
+    loss, grad_m, state = objective(everyone, all_rows, current)
     step = _INITIAL_STEP * eps
     searching = np.ones(W, bool)
     stall = _STALL_TOL * np.maximum(eps, 1.0)
@@ -369,74 +521,58 @@ def oar_batch(
         sel = searching[mw]
         idx = np.flatnonzero(sel)
         length = step[mw[idx]]
-        moved = box.step(
+        if len(idx) == len(mw):  # every world searching: no copies
+            idx = slice(None)
+        moved = np.zeros((len(mw), d)) if isinstance(idx, np.ndarray) else None
+        stepped = box.step(
             current[idx], grad_m[idx], length[:, None] if box.p == np.inf else length, idx
         )
+        if moved is None:
+            moved = stepped
+        else:
+            moved[idx] = stepped
         trial = per_set(
-            lambda aset, part, X, m: aset.project_rows(
-                X, m, None if bounds is None else (bounds[0][part], bounds[1][part])
-            ),
-            sel,
-            X_m,
-            _spread(moved, idx, len(mw)),
+            lambda aset, part, X, m: aset.project_rows(X, m, box_of(part)), sel, X_m, moved
         )
         change = np.abs(trial - current[idx]).max(1)
+        # each searching world's largest move (its rows are consecutive)
+        worlds_now, first = np.unique(mw[idx], return_index=True)
         moves = np.zeros(W)
-        np.maximum.at(moves, mw[idx], change)
+        moves[worlds_now] = np.maximum.reduceat(change, first)
         searching &= moves > stall  # a fixed point: no trial
         worlds = np.flatnonzero(searching)
         if not len(worlds):
             break
-        sel_now = searching[mw]
-        rows_now = sel_now[idx]
+        now = searching[mw]
         trial_rows = current.copy()
-        trial_rows[idx[rows_now]] = trial[rows_now]
-        t_loss, t_grad, t_state = objective(worlds, full(trial_rows[sel_now], worlds, sel_now))
+        trial_rows[idx] = trial
+        t_loss, t_grad, t_state = objective(worlds, now, trial_rows[now])
         better = t_loss < loss[worlds]
         took = worlds[better]
         if len(took):
-            rows_took = np.isin(mw, took)
-            current[rows_took] = trial_rows[rows_took]
+            took_rows = np.zeros(W, bool)
+            took_rows[took] = True
+            took_rows = took_rows[mw]
+            current[took_rows] = trial_rows[took_rows]
+            grad_m[took_rows] = t_grad[took_rows[now]]
             loss[took], state[took] = t_loss[better], t_state[better]
-            grad_m[rows_took] = t_grad[_local(mw[rows_took], worlds), mr[rows_took]]
             step[took] = np.minimum(step[took] * _GROW, _MAX_STEP * eps[took])
         failed = worlds[~better]
         step[failed] *= 0.5
         searching[failed[step[failed] < _MIN_STEP * eps[failed]]] = False
     if action_set.typed:
-        _, g_best, _ = objective(everyone, full(current, everyone, all_rows))
-        g_rows = g_best[mw, mr]
+        _, g_best, _ = objective(everyone, all_rows, current)
         nearest = per_set(lambda aset, part, X, r: aset.repair(X, r), all_rows, X_m, current)
 
         def direction(aset, part, X, r, g):
-            box_part = None if bounds is None else (bounds[0][part], bounds[1][part])
-            return aset.rounded(X, r, "direction", -g, box_part)
+            return aset.rounded(X, r, "direction", -g, box_of(part))
 
-        along = per_set(
-            direction,
-            all_rows,
-            X_m,
-            current,
-            g_rows,
-        )
+        along = per_set(direction, all_rows, X_m, current, g_best)
         over = np.asarray(action_set.cost(along)) > eps_row
         along[over] = nearest[over]
-        l_near, _, s_near = objective(everyone, full(nearest, everyone, all_rows))
-        l_along, _, s_along = objective(everyone, full(along, everyone, all_rows))
+        l_near, _, s_near = objective(everyone, all_rows, nearest)
+        l_along, _, s_along = objective(everyone, all_rows, along)
         pick = l_along < l_near
         current = np.where(pick[mw, None], along, nearest)
         state = np.where(pick[:, None], s_along, s_near)
-    delta = np.zeros((W, n_new, d))
-    delta[mw, mr] = current
-    return delta, state
-
-
-def _spread(rows: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros((n, rows.shape[1]))
-    out[idx] = rows
-    return out
-
-
-def _local(world_of_rows: np.ndarray, worlds: np.ndarray) -> np.ndarray:
-    """Each row's position among `worlds` (sorted) by its world."""
-    return np.searchsorted(worlds, world_of_rows)
+    return current, state

@@ -9,7 +9,10 @@ defense); the ``capacity`` or ``threshold`` decision rule; labels selective or n
 ``individual`` with ``objective: min_cost`` (exact for the linear model:
 `recourse_sim.recourse.individual.linear_min_cost`; same-round, without
 ``just_enough``; a number ``margin`` or one drawn per person) and ``controlled`` with a
-``complete`` or ``sbm`` graph (an ``sbm`` graph not over dropped rows); capacity ties
+``complete`` or ``sbm`` graph (an ``sbm`` graph not over dropped rows), its action a
+shift or OAR's settings (``action: oar``: horizon 1, solver ``pgd``, one actionable
+feature or an ∞-norm budget, so that the projection is row by row;
+`recourse_sim.env.batched_oar`); capacity ties
 by arrival or lottery (``decision.ties``). Per-person margins and lottery numbers are
 keyed numbers of each world's own keyed streams and the cohort's person ids (a fresh
 cohort's ids follow the last one's), as in the single environment.

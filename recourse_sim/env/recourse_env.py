@@ -345,7 +345,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         high = np.concatenate(
             [np.full(n_params, PARAM_BOUND), np.ones(3 * G + 4), np.full(d, FEATURE_BOUND), [1.0]]
         )
-        if self.coordinates:  # what the collective's settings need: see the docs table
+        if self.observes_settings:  # what the collective's settings need: see the docs table
             (entries,) = shape
             left = len(self.limit_left())
             low = np.concatenate([low, np.zeros(left), -np.ones(entries), np.zeros(4)])
@@ -357,7 +357,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         self._history: list[list[dict]] = []  # every round's metrics (rgb_array frames)
 
     @property
-    def coordinates(self) -> bool:
+    def observes_settings(self) -> bool:
         """Whether the action sets a controlled collective's OAR settings (``action: oar``),
         whose observation adds what they need (limits left, the last action and its cost,
         the cut-off, the collective's size)."""
@@ -442,7 +442,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             "true_outcome": np.zeros(G),
             "query_acceptance": np.zeros(1),
         }
-        if self.coordinates:
+        if self.observes_settings:
             self.state.last["controlled"] = controlled_summary(self, None)
         self._last_metrics = []
         self._history = []
@@ -559,7 +559,11 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
                 self.state.last["query_acceptance"],
                 np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
                 [self.state.round / self.scenario.rounds],
-                *((self.limit_left(), self.state.last["controlled"]) if self.coordinates else ()),
+                *(
+                    (self.limit_left(), self.state.last["controlled"])
+                    if self.observes_settings
+                    else ()
+                ),
             ]
         ).astype(np.float32)
         return np.clip(obs, self.observation_space.low, self.observation_space.high)

@@ -107,6 +107,7 @@ class RoundWork:
     collectives: dict[str, dict[str, Any]] = field(default_factory=dict)  # per collective
     clipped: dict[str, bool] = field(default_factory=dict)  # by its limit (collective)
     applied: dict[str, Any] = field(default_factory=dict)  # OAR's settings played (collective)
+    eligible: dict[str, int] = field(default_factory=dict)  # each one's eligible (collective)
     collective_cost: float = 0.0  # mean cost of every participant (collective)
     trimmed_share: float = 0.0  # share of the changed rows the trimmed refit dropped (update)
     update_start: Any = None  # the update a collective solved, to start from (collective)
@@ -216,9 +217,9 @@ def collective(engine: RoundEngine, work: RoundWork) -> None:
         if own_cost is not None:
             costs.append(own_cost)
         members.append((s.population, joined, own_cost))
+        work.eligible[s.population] = int(eligible.sum())
         collectives[s.population] = {
             "participants": int(joined.sum()),
-            "eligible": int(eligible.sum()),
             "cost": float(own_cost.mean()) if own_cost is not None else 0.0,
             "query": (qmask, qspec.goal),
         }
@@ -401,10 +402,10 @@ def controlled_summary(engine: RoundEngine, work: RoundWork | None) -> np.ndarra
         cut = decision_cutoff(engine, engine.capacity_cut(proba, favourable))
         (entries,) = s.action_shape(engine.n_classes)
         return np.array([*np.zeros(entries), 0.0, cut, 0.0, 0.0])
-    stats = work.collectives.get(s.population, {"participants": 0, "eligible": 0, "cost": 0.0})
+    stats = work.collectives.get(s.population, {"participants": 0, "cost": 0.0})
     eps = s.action_set.epsilon
     cost = min(stats["cost"] / eps, 1.0) if eps > 0 else 0.0
-    eligible = stats["eligible"]
+    eligible = work.eligible.get(s.population, 0)
     return np.array(
         [
             *s.applied_action(work.applied.get(s.population)),

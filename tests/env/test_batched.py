@@ -304,7 +304,7 @@ def test_spaces_seeding_and_bad_actions():
     ("env_id", "kwargs", "why"),
     [
         ("recourse_sim/Recourse-v0", {"scenario": "school_assignment"}, "collective_oar"),
-        ("recourse_sim/Lending-v2", {}, "OAR's settings"),
+        ("recourse_sim/Lending-v2", {"populations__borrowers__horizon": 2}, "horizon 2"),
         ("recourse_sim/Recourse-v0", {"scenario": "lending_fico"}, "refit"),
     ],
 )

@@ -122,7 +122,15 @@ def test_newton_solve_is_the_single_learners_refit():
         scale.append(st["x_scale"].numpy())
     refits = Refits(X_new, y_new, rows, old, np.array(shift), np.array(scale))
     th_star, _, _, step, one = newton_solve(
-        np.array(theta), refits.Zt, refits.y, refits.rows, 1.0, 1e-10, 100
+        np.array(theta),
+        refits.Zt,
+        refits.outer,
+        refits.fill,
+        refits.y,
+        refits.rows,
+        1.0,
+        1e-10,
+        100,
     )
     assert not one.any()
     np.testing.assert_allclose(th_star - step, np.array(expected), rtol=1e-12, atol=1e-13)
@@ -172,10 +180,11 @@ def test_oar_batch_is_collective_recourse_world_by_world(typed):
         [(np.zeros((0, d)), np.zeros(0))] * 4,
         np.array(shift),
         np.array(scale),
-    )
-    delta, state = oar_batch(
-        refits,
         np.array(members),
+        np.flatnonzero(base.actionable),
+    )
+    moved, state = oar_batch(
+        refits,
         Zq_t,
         q_rows,
         np.array(goal),
@@ -187,6 +196,8 @@ def test_oar_batch_is_collective_recourse_world_by_world(typed):
         1e-10,
         100,
     )
+    delta = np.zeros((4, n, d))
+    delta[refits.mw, refits.mr] = moved
     assert sum(np.abs(want).max() > 0 for want, _ in expected) >= 2  # they act
     for k, (want_delta, want_state) in enumerate(expected):
         np.testing.assert_allclose(delta[k], want_delta, rtol=1e-9, atol=1e-12)
@@ -210,6 +221,7 @@ def _action_set(typed: bool) -> ActionSet:
     [
         ("horizon", 2, "horizon 2"),
         ("solver", "fgm", "solver 'fgm'"),
+        ("actionable", ["gpa", "extracurriculars"], "several actionable features"),
     ],
 )
 def test_oar_settings_outside_the_batch_are_refused_with_the_reason(setting, value, reason):

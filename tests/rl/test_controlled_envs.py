@@ -75,7 +75,7 @@ def test_info_reports_each_collective():
     env.reset(seed=0)
     info = env.step(np.array([[1.0], [-1.0]], np.float32))[4]
     own = info["collectives"]["h1_students"]
-    assert set(own) == {"participants", "eligible", "cost", "query_success"}
+    assert set(own) == {"participants", "cost", "query_success"}
     # one collective acting for the scenario's query group: the reward's components
     assert own["query_success"] == info["rewards"]["query_success"]
     assert own["cost"] == pytest.approx(info["rewards"]["cost"])

@@ -124,9 +124,11 @@ def test_the_observation_adds_what_the_settings_need(scenario, population, small
     eps = env.controlled.action_set.epsilon
     assert stats["participants"] > 0
     np.testing.assert_allclose(tail[6], min(stats["cost"] / eps, 1.0), rtol=1e-6)
-    np.testing.assert_allclose(tail[8], stats["participants"] / stats["eligible"], rtol=1e-6)
+    # eligible: school's H1 students are the favoured, lending's borrowers the approved
     n = len(env.people()["person"])
-    np.testing.assert_allclose(tail[9], stats["eligible"] / n, rtol=1e-6)
+    favoured = {m["group"]: m for m in info["metrics"]}["all"]["acceptance_rate"] * n
+    np.testing.assert_allclose(tail[9], favoured / n, rtol=1e-6)
+    np.testing.assert_allclose(tail[8], stats["participants"] / round(favoured), rtol=1e-6)
     rule = env.scenario.decision
     if rule.rule == "threshold":
         assert tail[7] == np.float32(rule.threshold)
