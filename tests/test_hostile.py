@@ -357,6 +357,36 @@ def test_async_vector_env_steps_after_a_torch_matmul(tmp_path):
     assert proc.returncode == 0 and "stepped" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow  # (a fresh interpreter)
+def test_a_forked_child_runs_torch_on_one_thread():
+    """The fork hook behind the test above: a child forked after a threaded matmul gets
+    one torch thread (GNU OpenMP's pool is not the child's), the parent keeps its own."""
+    script = textwrap.dedent(
+        """
+        import os
+        import torch
+
+        import recourse_sim  # noqa: F401
+
+        torch.set_num_threads(2)
+        a = torch.randn(300, 300)
+        (a @ a).sum()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, str(torch.get_num_threads()).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(read, 16).decode(), torch.get_num_threads())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "2"]
+
+
 def _children(pid: int) -> set[int]:
     """PIDs whose parent is `pid` (from /proc)."""
     found = set()
