@@ -13,7 +13,8 @@ label becomes the favourable class from then on), and the model is refit on ever
 latest reports and labels. 50 rounds, 5 folds (fold f: the data drawn with seed f and
 the run with seed f).
 
-Generators (``populations.seekers``, all ``objective: min_cost``):
+Generators (``populations.seekers``; ``objective: min_cost`` but for the mitigations,
+whose answer is their search's own, ``objective: budget``, 50 steps):
 
 =====================  ==============================================================
 ``wachter``            Wachter et al.'s path to the decision, γ = 0.5 (``margin: 0``)
@@ -21,6 +22,10 @@ Generators (``populations.seekers``, all ``objective: min_cost``):
                        above the 0.5 threshold): Altmeyer et al.'s mitigation
 ``roar``               ROAR, ``roar_delta: 0.1`` (`recourse_sim.recourse.robust`)
 ``probe``              PROBE, ``probe_sigma: 0.1``, ``probe_invalidation: 0.1``
+``claproar``           ClaPROAR: Wachter's search plus 5 × the classifier's loss at
+                       the counterfactual (`recourse_sim.recourse.mitigations`)
+``gravitational``      Wachter's search plus 5 × the distance to the favourable
+                       class's centroid
 =====================  ==============================================================
 
 Measured each round (``world.shift_metrics``, `recourse_sim.env.shift`): ``domain_mmd``
@@ -37,6 +42,10 @@ Outputs in --out (default ``analyses/results``):
     python analyses/endogenous_shift.py --models logistic
     python analyses/endogenous_shift.py --models mlp --datasets linearly_separable \
         overlapping --folds 3 --name endogenous_shift_mlp
+
+Altmeyer et al.'s other mitigations as arms beside Wachter's (not in the committed
+results): ``--models logistic --generators wachter wachter_gamma_0.9 claproar
+gravitational --name endogenous_shift_mitigations``.
 """
 
 from __future__ import annotations
@@ -73,6 +82,20 @@ GENERATORS: dict[str, dict] = {
     "wachter_gamma_0.9": {"method": "wachter", "margin": 0.4},
     "roar": {"method": "roar", "roar_delta": 0.1},
     "probe": {"method": "probe", "probe_sigma": 0.1, "probe_invalidation": 0.1},
+    # Altmeyer et al.'s mitigations: their search's own answer (objective budget), their
+    # default external-cost weight 5
+    "claproar": {
+        "method": "claproar",
+        "objective": "budget",
+        "mitigation_weight": 5.0,
+        "steps": 50,
+    },
+    "gravitational": {
+        "method": "gravitational",
+        "objective": "budget",
+        "mitigation_weight": 5.0,
+        "steps": 50,
+    },
 }
 LEARNERS: dict[str, dict] = {
     "logistic": {"type": "logistic_regression", "update_rule": "refit", "standardize": False},
@@ -160,7 +183,7 @@ def scenario_of(job: Job) -> dict:
             "seekers": {
                 "strategy": "individual",
                 "labels": [0],
-                "objective": "min_cost",
+                "objective": "min_cost",  # (the mitigations: budget)
                 "epsilon": 10.0,  # no budget in the protocol: far beyond any move
                 "participation": 0.05,
                 "steps": 20,
@@ -237,6 +260,8 @@ GENERATOR_NAMES = {
     "wachter_gamma_0.9": "Wachter (γ = 0.9)",
     "roar": "ROAR",
     "probe": "PROBE",
+    "claproar": "ClaPROAR",
+    "gravitational": "Gravitational",
 }
 
 
@@ -251,7 +276,7 @@ def generators_row(generators: list[str]) -> tuple[str, str, str]:
     return (
         "Wachter, REVISE, DiCE, Greedy, ClaPROAR, Gravitational",
         here + "; no latent-space (REVISE), diversity (DiCE) or greedy generator",
-        "those generators are not in the simulator",
+        "REVISE, DiCE and Greedy are not in the simulator; the others left out cost CPU",
     )
 
 

@@ -198,14 +198,19 @@ class _Seekers(_Population):
     margin: Margin = 0.0
 
 
+IndividualMethod = Literal["pgd", "wachter", "linear", "roar", "probe", "claproar", "gravitational"]
+
+
 class IndividualPopulation(_Seekers):
     """People who got the unfavourable decision change their own features: their cheapest
     recourse, or with `objective: budget` OAR Eq. 2's."""
 
     strategy: Literal["individual"]
-    # individual recourse method; roar and probe are robust (`recourse_sim.recourse.robust`)
-    method: Literal["pgd", "wachter", "linear", "roar", "probe"] = "pgd"
-    steps: PositiveInt = 20  # gradient steps (pgd, wachter; the search of roar/probe)
+    # individual recourse method; roar and probe are robust (`recourse_sim.recourse.robust`),
+    # claproar and gravitational limit the shifts recourse causes (`recourse.mitigations`)
+    method: IndividualMethod = "pgd"
+    # gradient steps (pgd, wachter, claproar, gravitational; the search of roar and probe)
+    steps: PositiveInt = 20
     # roar: radius of the l-inf ball of model-parameter shifts the recourse must survive
     # (the learner's own parameter units: per feature SD under standardize; logit units)
     roar_delta: Annotated[float, Field(ge=0.0, le=100.0)] = 0.1
@@ -213,6 +218,10 @@ class IndividualPopulation(_Seekers):
     probe_sigma: Annotated[float, Field(ge=0.0, le=1e6)] = 0.1
     # probe: the largest recourse invalidation rate accepted under that noise (probability)
     probe_invalidation: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
+    # claproar, gravitational: weight of the external cost in the search's objective (the
+    # classifier's loss at the counterfactual; the cost-norm distance to the goal class's
+    # centroid)
+    mitigation_weight: Annotated[float, Field(ge=0.0, le=1e6)] = 5.0
     # scm worlds: the recourse type, found by an exact search over a grid of actions
     # (`recourse_sim.recourse.causal`): ce changes features directly, cr intervenes and
     # the descendants follow, icr aims at the true outcome; None: `method` on the reports
@@ -229,6 +238,17 @@ class IndividualPopulation(_Seekers):
                 raise ValueError(
                     f"method {self.method!r} solves objective 'min_cost' only (the cheapest "
                     f"robust action), got objective {self.objective!r}"
+                )
+            if self.recourse is not None:
+                raise ValueError(
+                    f"method {self.method!r} acts on the reports; it cannot be combined "
+                    f"with recourse {self.recourse!r} (a causal world's search)"
+                )
+        if self.method in ("claproar", "gravitational"):
+            if self.objective != "budget":
+                raise ValueError(
+                    f"method {self.method!r} solves objective 'budget' only (its search's "
+                    f"own answer within epsilon), got objective {self.objective!r}"
                 )
             if self.recourse is not None:
                 raise ValueError(
