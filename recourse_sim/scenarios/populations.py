@@ -232,29 +232,24 @@ class IndividualPopulation(_Seekers):
     search_steps: Annotated[int, Field(ge=1, le=50)] = 8
 
     @model_validator(mode="after")
-    def _robust_is_min_cost(self) -> IndividualPopulation:
-        if self.method in ("roar", "probe"):
-            if self.objective != "min_cost":
-                raise ValueError(
-                    f"method {self.method!r} solves objective 'min_cost' only (the cheapest "
-                    f"robust action), got objective {self.objective!r}"
-                )
-            if self.recourse is not None:
-                raise ValueError(
-                    f"method {self.method!r} acts on the reports; it cannot be combined "
-                    f"with recourse {self.recourse!r} (a causal world's search)"
-                )
-        if self.method in ("claproar", "gravitational"):
-            if self.objective != "budget":
-                raise ValueError(
-                    f"method {self.method!r} solves objective 'budget' only (its search's "
-                    f"own answer within epsilon), got objective {self.objective!r}"
-                )
-            if self.recourse is not None:
-                raise ValueError(
-                    f"method {self.method!r} acts on the reports; it cannot be combined "
-                    f"with recourse {self.recourse!r} (a causal world's search)"
-                )
+    def _method_fits_objective(self) -> IndividualPopulation:
+        # robust methods find the cheapest robust action; the mitigations' answer is their
+        # own search's within epsilon
+        only = {"roar": "min_cost", "probe": "min_cost"}
+        only |= {"claproar": "budget", "gravitational": "budget"}
+        objective = only.get(self.method)
+        if objective is None:
+            return self
+        if self.objective != objective:
+            raise ValueError(
+                f"method {self.method!r} solves objective {objective!r} only, got "
+                f"objective {self.objective!r}"
+            )
+        if self.recourse is not None:
+            raise ValueError(
+                f"method {self.method!r} acts on the reports; it cannot be combined "
+                f"with recourse {self.recourse!r} (a causal world's search)"
+            )
         return self
 
 
