@@ -37,12 +37,19 @@ its plan white-box OAR's) exactly only when it keeps one round's answers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from recourse_sim.agents.strategies import Strategy, register
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners import Learner
 from recourse_sim.learners.base import State, as_tensor
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 __all__ = ["CollectiveBlackbox", "fit_surrogate_params"]
 

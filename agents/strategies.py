@@ -229,7 +229,9 @@ class Individual(Strategy):
     ``wachter`` (loss + λ·cost) and ``linear`` (Ross et al.'s linearised δ*); robust
     (`recourse_sim.recourse.robust`): ``roar`` (valid under every model within
     ``roar_delta``) and ``probe`` (invalidation rate under noise on the action at most
-    ``probe_invalidation``).
+    ``probe_invalidation``); limiting the shifts recourse causes
+    (`recourse_sim.recourse.mitigations`): ``claproar`` and ``gravitational`` (Wachter's
+    search plus ``mitigation_weight`` times an external cost).
     """
 
     name = "individual"
@@ -276,6 +278,7 @@ class Individual(Strategy):
         argmax), which the ``min_cost`` objective aims at, `margin` above it (a number
         or one per person; None: the population's ``margin``, a number)."""
         from recourse_sim.recourse.individual import individual_delta
+        from recourse_sim.recourse.mitigations import MITIGATIONS, mitigated_delta
         from recourse_sim.recourse.robust import ROBUST_METHODS, robust_delta
 
         n = len(X)
@@ -293,6 +296,17 @@ class Individual(Strategy):
                 delta=self.spec.roar_delta,
                 sigma=self.spec.probe_sigma,
                 invalidation=self.spec.probe_invalidation,
+                steps=self.spec.steps,
+            )
+            delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))
+        elif tried.any() and self.action_set.epsilon > 0 and self.spec.method in MITIGATIONS:
+            moved = mitigated_delta(
+                learner,
+                X[tried],
+                goal,
+                self.action_set,
+                self.spec.method,
+                weight=self.spec.mitigation_weight,
                 steps=self.spec.steps,
             )
             delta[tried], cost[tried] = moved, np.asarray(self.action_set.cost(moved))

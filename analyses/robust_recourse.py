@@ -60,6 +60,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _args import parse_args
+from _tables import markdown_table
 from dynamics import intervals, mean_ci
 
 from recourse_sim.scenarios import load_scenario
@@ -267,13 +268,6 @@ DEVIATIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def deviations_table() -> str:
-    """The deviations as a Markdown table (the first entry is the header)."""
-    head, *rows = DEVIATIONS
-    lines = ["| " + " | ".join(head) + " |", "|---|---|---|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(Args, __doc__.splitlines()[0], argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -318,7 +312,7 @@ is a place another applicant loses.
 
 ## Deviations from the papers
 
-{deviations_table()}
+{markdown_table(DEVIATIONS)}
 """
     (args.out / "robust_recourse.md").write_text(text)
     print(text)

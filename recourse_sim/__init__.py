@@ -7,6 +7,12 @@ from recourse_sim._startup import install_if_command_line
 
 install_if_command_line()
 
+# a forked worker (an async vector env's) runs torch on one thread: GNU OpenMP's pool,
+# if the parent used it, would hang the worker's first parallel region
+from recourse_sim._fork import install as _install_fork_hook  # noqa: E402
+
+_install_fork_hook()
+
 __version__ = "0.1.0"
 
 # Imported eagerly: `recourse_sim.simulate` must be the function even after some code

@@ -235,6 +235,7 @@ def test_an_edited_checkpoint_with_a_recomputed_digest_is_refused(tmp_path, caps
     assert err.count("\n") == 1 and err.startswith("error: checkpoint"), err
 
 
+@pytest.mark.slow
 def test_an_oserror_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     simulate_module = sys.modules["recourse_sim.simulate"]
     path, out = _gaussian(tmp_path), tmp_path / "run"
@@ -357,6 +358,36 @@ def test_async_vector_env_steps_after_a_torch_matmul(tmp_path):
     assert proc.returncode == 0 and "stepped" in proc.stdout, proc.stderr
 
 
+@pytest.mark.slow  # (a fresh interpreter)
+def test_a_forked_child_runs_torch_on_one_thread():
+    """The fork hook behind the test above: a child forked after a threaded matmul gets
+    one torch thread (GNU OpenMP's pool is not the child's), the parent keeps its own."""
+    script = textwrap.dedent(
+        """
+        import os
+        import torch
+
+        import recourse_sim  # noqa: F401
+
+        torch.set_num_threads(2)
+        a = torch.randn(300, 300)
+        (a @ a).sum()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, str(torch.get_num_threads()).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(read, 16).decode(), torch.get_num_threads())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "2"]
+
+
 def _children(pid: int) -> set[int]:
     """PIDs whose parent is `pid` (from /proc)."""
     found = set()
@@ -412,7 +443,15 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize(
-    "planted", ["lock", "out_dir", "checkpoint_dir", "plot", "resume_people", "cell"]
+    "planted",
+    [
+        "lock",
+        "out_dir",
+        "checkpoint_dir",
+        pytest.param("plot", marks=pytest.mark.slow),  # (a run, then its plot)
+        "resume_people",
+        pytest.param("cell", marks=pytest.mark.slow),  # (a sweep)
+    ],
 )
 def test_a_planted_symlink_is_refused_and_the_victim_is_untouched(tmp_path, capsys, planted):
     path, out = _gaussian(tmp_path), tmp_path / "o"
@@ -646,6 +685,7 @@ def _oracle_data():
     return X, y
 
 
+@pytest.mark.slow
 def test_fuzzed_oracle_caches_are_used_unchanged_or_rebuilt(tmp_path, monkeypatch):
     """Random truncations, byte flips and value edits (with or without a recomputed
     digest) of a cached oracle: the oracle obtained always predicts exactly as the
@@ -760,7 +800,7 @@ def test_plot_of_a_device_is_one_line(capsys):
 @pytest.mark.parametrize(
     "columns", ["x", [["round"]], [[1, 2]], [["round", "int"], ["group", "str"]], None, 5]
 )
-@pytest.mark.parametrize("key", ["columns", "people_columns"])
+@pytest.mark.parametrize("key", ["columns", pytest.param("people_columns", marks=pytest.mark.slow)])
 def test_a_re_signed_checkpoint_with_other_columns_is_refused(tmp_path, capsys, key, columns):
     path, out = _gaussian(tmp_path), tmp_path / "run"
     assert main(["run", str(path), "--out", str(out), "--rounds", "1", "-q"]) == 0
@@ -949,9 +989,9 @@ def _chain(k: int, leaf_first: bool = False) -> dict:
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
-        ("chain_5000", "5,001 nodes"),
+        pytest.param("chain_5000", "5,001 nodes", marks=pytest.mark.slow),
         ("nodes_5000", "5,001 nodes"),
-        ("label_with_3000_parents", "3,001 nodes"),
+        pytest.param("label_with_3000_parents", "3,001 nodes", marks=pytest.mark.slow),
         ("chain_1500_leaf_first", "1,501 nodes"),
         ("chain_150", "a chain of 151 causes"),
     ],
@@ -979,6 +1019,7 @@ def test_causal_worlds_beyond_their_size_or_depth_are_one_line(tmp_path, capsys,
     assert "scm.yaml" in err and "world: nodes: " in err
 
 
+@pytest.mark.slow
 def test_cycle_search_and_order_need_no_recursion():
     """A 20,000-node chain declared leaf first, with and without a cycle closing it:
     found iteratively (far past Python's recursion limit), the order parents first."""

@@ -150,6 +150,28 @@ def test_checking_a_scenario_imports_no_torch():
 
 
 @pytest.mark.slow  # (a fresh interpreter)
+def test_building_a_scenario_up_to_its_first_fit_imports_no_torch():
+    """Everything `validate` checks before it fits the first model (the world, its data
+    and history, the action sets, every population's strategy, the learner built from its
+    hyperparameters) runs without torch; the fit itself is torch's."""
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from recourse_sim.env.engine import RoundEngine\n"
+        "from recourse_sim.scenarios import load_scenario\n"
+        "for name in ('school_assignment', 'lending_german', 'lending_german_genre',\n"
+        "             'oar_iris', 'strategic_blobs', 'performative_linear_additive'):\n"
+        "    engine = RoundEngine(load_scenario(name))\n"
+        "    engine.world.reset(np.random.default_rng(0))\n"
+        "    engine.world.history(np.random.default_rng(0))\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n", proc.stdout
+
+
+@pytest.mark.slow  # (a fresh interpreter)
 def test_validate_refuses_a_bad_file_without_importing_torch(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(

@@ -16,6 +16,7 @@ from recourse_sim.learners.performative import PERFORMATIVE_RULES
 from recourse_sim.recourse import collective, individual
 from recourse_sim.recourse.action_set import FEATURE_TYPES
 from recourse_sim.recourse.causal import RECOURSE_TYPES
+from recourse_sim.recourse.mitigations import MITIGATIONS
 from recourse_sim.recourse.robust import ROBUST_METHODS
 from recourse_sim.scenarios import features, learner, populations, world
 
@@ -45,7 +46,7 @@ def _literal(model, field: str) -> tuple:
         (_literal(world.ScmNoise, "dist"), NOISE_DISTRIBUTIONS),
         (
             _literal(populations.IndividualPopulation, "method"),
-            individual.METHODS + ROBUST_METHODS,
+            individual.METHODS + ROBUST_METHODS + MITIGATIONS,
         ),
         (_literal(populations.IndividualPopulation, "objective"), individual.OBJECTIVES),
         (_literal(populations.IndividualPopulation, "recourse"), RECOURSE_TYPES),

@@ -140,11 +140,15 @@ FIELD_SCOPE: dict[str, str] = {
             "search_steps",
         )
     },
+    # (claproar and gravitational need objective budget, refused below)
     "populations[individual].method": "native: other than roar, probe; else refused: robust",
     **{
         f"populations[individual].{f}": "refused with method roar or probe (robust recourse)"
         for f in ("roar_delta", "probe_sigma", "probe_invalidation")
     },
+    "populations[individual].mitigation_weight": (
+        "refused with method claproar or gravitational (objective budget: recourse other)"
+    ),
     "populations[individual].objective": "native: min_cost; else refused: recourse other",
     "populations[individual].reapply": "native: same_round; else refused: recourse other",
     "populations[individual].just_enough": "native: false; else refused: recourse other",

@@ -215,6 +215,7 @@ __all__ = [
     "RoundRecord",
     "least_cost_to_favour",
     "people_columns",
+    "roc_auc",
     "round_metrics",
     "tie_key",
 ]
@@ -377,7 +378,7 @@ def round_metrics(r: RoundRecord, group_labels: tuple[str, ...]) -> list[dict]:
                 row[key] = float(values[j])
         rows.append(row)
     everyone = rows[-1]
-    everyone["auc"] = _auc(tie_key(r.score), r.true_favourable)
+    everyone["auc"] = roc_auc(tie_key(r.score), r.true_favourable)
     if r.class_correct is not None:
         everyone["class_accuracy"] = _share(int(np.count_nonzero(r.class_correct)), len(r.group))
     present = [row["acceptance_rate"] for row in rows[:G] if row["n"] > 0]
@@ -568,7 +569,7 @@ def _ratio(total: int, n: int) -> float | None:
     return total / n if n else None
 
 
-def _auc(score: np.ndarray, positive: np.ndarray) -> float | None:
+def roc_auc(score: np.ndarray, positive: np.ndarray) -> float | None:
     """Area under the ROC curve of `score` for `positive`: the share of (positive,
     negative) pairs the score orders rightly, equal scores counted half (Mann-Whitney);
     None without both classes. (Callers pass `tie_key` scores, so that ties are the

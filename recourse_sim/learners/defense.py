@@ -24,10 +24,17 @@ them.
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import Learner, State, as_tensor
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 __all__ = ["Defense", "limit_step", "robust_location_scatter"]
 

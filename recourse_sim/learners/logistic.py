@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.linalg import block_diag
@@ -268,22 +268,34 @@ class LogisticRegression(Learner):
         logit = self._logits_np(state, np.asarray(X, dtype=np.float64))[:, 0]
         return np.where(goal == 1, logit, -logit)
 
-    def _design(self, X: torch.Tensor) -> torch.Tensor:
-        """X with a column of ones appended when there is an intercept."""
+    # The parameters as one matrix and the refit that solves for them: public, for the
+    # learners built on this one (robust, strategic, performative) and the batched refits.
+    def design(self, X: torch.Tensor) -> torch.Tensor:
+        """X with a column of ones appended when there is an intercept (the design
+        matrix Z of `pack`'s θ: the logits are Z θᵀ)."""
         if not self.fit_intercept:
             return X
         return torch.cat([X, torch.ones((len(X), 1), dtype=X.dtype)], dim=1)
 
-    def _pack(self, state: State) -> torch.Tensor:
+    def pack(self, state: State) -> torch.Tensor:
         """Parameters as one matrix θ (m, D), the intercept as the last column."""
         if not self.fit_intercept:
             return state["coef"]
         return torch.cat([state["coef"], state["intercept"][:, None]], dim=1)
 
-    def _unpack(self, theta: torch.Tensor) -> State:
+    def unpack(self, theta: torch.Tensor) -> State:
+        """The state entries ``coef`` and ``intercept`` of θ (the inverse of `pack`)."""
         if not self.fit_intercept:
             return {"coef": theta, "intercept": torch.zeros(len(theta), dtype=theta.dtype)}
         return {"coef": theta[:, :-1], "intercept": theta[:, -1]}
+
+    # the former private names, for code written against them
+    _design = design
+    _pack = pack
+    _unpack = unpack
+
+    def _solve(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self.solve(*args, **kwargs)
 
     def _targets(self, y: torch.Tensor, m: int) -> torch.Tensor:
         """Labels as (n, m) targets: y itself for one logit, one-hot for softmax."""
@@ -501,7 +513,7 @@ class LogisticRegression(Learner):
         """δ* of every row of X under θ (detached; in the units of X), or None when λ = 0."""
         if self.recourse_loss_weight == 0:
             return None
-        state = {**self._unpack(theta), **scaling}
+        state = {**self.unpack(theta), **scaling}
         return self.action_set.recourse_delta(self, state, X, self.recourse_goal)
 
     def _rows(self, X: torch.Tensor, Y: torch.Tensor, delta: torch.Tensor | None, scaling: State):
@@ -509,7 +521,7 @@ class LogisticRegression(Learner):
         the recourse goal with weight λ (weight None: plain, unit weights); Z is the
         design matrix of the (standardised, with `scaling`) features."""
         if delta is None:
-            return self._design(scaled(scaling, X)), Y, None
+            return self.design(scaled(scaling, X)), Y, None
         goals = torch.full((len(X),), self.recourse_goal, dtype=torch.long)
         Y_goal = self._targets(goals, Y.shape[1])
         weight = torch.cat(
@@ -518,10 +530,10 @@ class LogisticRegression(Learner):
                 torch.full((len(X),), float(self.recourse_loss_weight), dtype=torch.float64),
             ]
         )
-        Z = self._design(scaled(scaling, torch.cat([X, X + delta])))
+        Z = self.design(scaled(scaling, torch.cat([X, X + delta])))
         return Z, torch.cat([Y, Y_goal]), weight
 
-    def _solve(
+    def solve(
         self,
         theta0: torch.Tensor,
         X: torch.Tensor,
@@ -535,6 +547,7 @@ class LogisticRegression(Learner):
         (see the class docstring); δ* is then held fixed in the implicit derivative.
         `scaling` holds ``x_shift``/``x_scale`` (standardize) or nothing. Newton starts
         from `start` if given (θ* is unique, so only the iterations change), else θ0.
+        Subclasses that change the risk (weights, a robust objective) override it.
         """
         Y = self._targets(y, theta0.shape[0])
         X_fixed = X.detach()
@@ -570,7 +583,7 @@ class LogisticRegression(Learner):
         m = 1 if k == 2 else k
         scaling = standardisation(X) if self.standardize else {}
         theta0 = torch.zeros((m, X.shape[1] + int(self.fit_intercept)), dtype=torch.float64)
-        state = self._unpack(self._solve(theta0, X, y, scaling))
+        state = self.unpack(self.solve(theta0, X, y, scaling))
         state.update(scaling)
         if self.update_rule in MEMORY_RULES:
             state.update(first_memory(X, y))
@@ -589,7 +602,7 @@ class LogisticRegression(Learner):
             refit = self._numpy_refit(state, X, y, start, None)
             if refit is not None:
                 return refit[0]
-        theta = self._pack(state)
+        theta = self.pack(state)
         X = X.to(torch.float64)
         scaling = {key: state[key] for key in _SCALING if key in state}
         if "X_mem" not in state:  # sgd: unrolled gradient steps on this round only
@@ -598,15 +611,15 @@ class LogisticRegression(Learner):
             for _ in range(self.epochs):
                 delta = self._recourse_delta(theta, X, scaling)
                 theta = theta - scale * self._grad(theta, *self._rows(X, Y, delta, scaling))
-            new = self._unpack(theta)
+            new = self.unpack(theta)
         else:
             X_mem, y_mem, sizes = remember(state, X, y, self.window)
             if one_class(y_mem):
                 # One class only: no finite optimum (the intercept runs off to ±∞).
-                new = self._unpack(theta)
+                new = self.unpack(theta)
             else:
-                first = None if start is None else self._pack(start)
-                new = self._unpack(self._solve(theta, X_mem, y_mem, scaling, first))
+                first = None if start is None else self.pack(start)
+                new = self.unpack(self.solve(theta, X_mem, y_mem, scaling, first))
             new.update(X_mem=X_mem, y_mem=y_mem, round_sizes=sizes)
         new.update(scaling)
         return new
@@ -642,7 +655,7 @@ class LogisticRegression(Learner):
         X_mem, y_mem, sizes = remember(state, new_rows, y, self.window, copy=False)
         memory = {"X_mem": X_mem, "y_mem": y_mem, "round_sizes": sizes, **scaling}
         if one_class(y_mem):
-            return {**self._unpack(self._pack(state)), **memory}, None  # θ kept
+            return {**self.unpack(self.pack(state)), **memory}, None  # θ kept
         if scaling or X_mem is not new_rows:  # older rows or standardised: a new design
             X_all = X_mem.numpy()
             Z = np.empty((len(X_all), d + 1), order=order)
@@ -659,7 +672,7 @@ class LogisticRegression(Learner):
         # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)
         th_star = theta_star.numpy()
         th = th_star - step
-        return {**self._unpack(torch.from_numpy(th)), **memory}, (th_star, L, P, Z)
+        return {**self.unpack(torch.from_numpy(th)), **memory}, (th_star, L, P, Z)
 
     def refit_hypergradient(
         self,
@@ -694,10 +707,10 @@ class LogisticRegression(Learner):
             loss = self.goal_loss_grad(new, queries.numpy(), goal.numpy())[0]
             return float(loss.mean()), torch.zeros(X.shape, dtype=torch.float64), new, None
         th_star, L, P, Z = pieces
-        th = self._pack(new).numpy()
+        th = self.pack(new).numpy()
         scaling = {key: state[key] for key in _SCALING if key in state}
         # ∂loss/∂θ of the mean goal cross-entropy of the queries, at θ⁺
-        Zq = self._design(scaled(scaling, queries.to(torch.float64))).numpy()
+        Zq = self.design(scaled(scaling, queries.to(torch.float64))).numpy()
         losses, residual = binary_goal_loss(sigmoid(Zq @ th[0]), goal.numpy())
         v = dpotrs(L.numpy(), (residual / len(Zq)) @ Zq, lower=1)[0]
         rows = Z[len(Z) - len(X) :]  # this round's rows, the ones X moves

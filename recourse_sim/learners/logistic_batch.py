@@ -276,7 +276,7 @@ def fit_batch(
         rows=None if rows.all() else rows,
     )
     for k, (learner, X_t, y_t, scaling) in enumerate(batch):
-        state = learner._unpack(torch.from_numpy(theta[k : k + 1].copy()))  # as `_init_state`
+        state = learner.unpack(torch.from_numpy(theta[k : k + 1].copy()))  # as `_init_state`
         state.update(scaling)
         if learner.update_rule in MEMORY_RULES:
             state.update(first_memory(X_t, y_t))

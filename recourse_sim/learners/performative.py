@@ -143,7 +143,7 @@ class PerformativeLogisticRegression(LogisticRegression):
     # -- the risk --------------------------------------------------------------------
     def risk(self, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State):
         """Mean cross-entropy + ‖W‖² / (2 C m) of θ (1, d + 1) on the rows (X, y)."""
-        Z = self._design(scaled(scaling, X.to(torch.float64)))
+        Z = self.design(scaled(scaling, X.to(torch.float64)))
         logits = (Z @ theta.T)[:, 0]
         loss = torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
         return loss.mean() + (theta[:, :-1] ** 2).sum() / (2.0 * self.C * max(len(X), 1))
@@ -159,14 +159,14 @@ class PerformativeLogisticRegression(LogisticRegression):
             state["mean_hist"] = torch.zeros((self.history, 2, d), dtype=torch.float64)
             state["filled"] = torch.tensor(0.0, dtype=torch.float64)
             return state
-        centre = self._pack(state)
+        centre = self.pack(state)
         state.update(
             centre=centre.clone(),
             steps=torch.tensor(0.0, dtype=torch.float64),  # two-point estimates taken
             risk_plus=torch.tensor(0.0, dtype=torch.float64),
             phase=torch.tensor(0.0, dtype=torch.float64),  # 0: θ + δu deployed, 1: θ − δu
         )
-        state.update(self._unpack(centre + self.perturbation * self._direction(0, d + 1)))
+        state.update(self.unpack(centre + self.perturbation * self._direction(0, d + 1)))
         return state
 
     def _direction(self, k: int, size: int) -> torch.Tensor:
@@ -188,7 +188,7 @@ class PerformativeLogisticRegression(LogisticRegression):
         return self._dfo(new, X, y, scaling)
 
     def _perfgd(self, state: State, X: torch.Tensor, y: torch.Tensor, scaling: State) -> State:
-        theta = self._pack(state)
+        theta = self.pack(state)
         means = torch.stack(
             [X[y == c].mean(0) if bool((y == c).any()) else torch.zeros(X.shape[1]) for c in (0, 1)]
         )
@@ -210,7 +210,7 @@ class PerformativeLogisticRegression(LogisticRegression):
         for _ in range(self.epochs):
             grad = self._performative_gradient(theta, X, y, scaling, jacobians)
             theta = theta - self.lr * grad
-        new = self._unpack(theta)
+        new = self.unpack(theta)
         new.update(
             scaling,
             theta_hist=theta_hist,
@@ -236,7 +236,7 @@ class PerformativeLogisticRegression(LogisticRegression):
         return grad
 
     def _dfo(self, state: State, X: torch.Tensor, y: torch.Tensor, scaling: State) -> State:
-        theta = self._pack(state)
+        theta = self.pack(state)
         risk = self.risk(theta, X, y, scaling)
         D = theta.shape[1]
         k = int(state["steps"])
@@ -254,7 +254,7 @@ class PerformativeLogisticRegression(LogisticRegression):
                 steps=torch.tensor(float(k + 1), dtype=torch.float64),
                 phase=torch.tensor(0.0, dtype=torch.float64),
             )
-        state.update(self._unpack(deployed))
+        state.update(self.unpack(deployed))
         return state
 
     def refit_hypergradient(self, *args, **kwargs):

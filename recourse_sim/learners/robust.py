@@ -88,10 +88,10 @@ class _WeightedLogisticRegression(LogisticRegression):
         if self.n_classes not in (None, 2) or len(self.classes_) != 2:
             raise ConfigError(f"{type(self).__name__} needs two classes")
 
-    def _solve(self, theta0, X, y, scaling, start=None):
+    def solve(self, theta0, X, y, scaling, start=None):
         self._weights = self.row_weights(theta0, X.detach(), y, scaling).detach()
         try:
-            return super()._solve(theta0, X, y, scaling, start)
+            return super().solve(theta0, X, y, scaling, start)
         finally:
             del self._weights
 
@@ -100,20 +100,20 @@ class _WeightedLogisticRegression(LogisticRegression):
         return Z, Y, getattr(self, "_weights", None)
 
     def _numpy_refit(self, *args, **kwargs):
-        return None  # every refit through `_solve`, with the weights
+        return None  # every refit through `solve`, with the weights
 
     def fit_weighted(self, X: torch.Tensor, y: torch.Tensor, weights, scaling: State):
         """θ (1, d + 1) of the weighted L2 logistic fit on (X, y) from θ = 0."""
         self._weights = torch.as_tensor(weights, dtype=torch.float64)
         try:
             theta0 = torch.zeros((1, X.shape[1] + 1), dtype=torch.float64)
-            return LogisticRegression._solve(self, theta0, X, y, scaling)
+            return LogisticRegression.solve(self, theta0, X, y, scaling)
         finally:
             del self._weights
 
     def _losses(self, theta, X, y, scaling) -> torch.Tensor:
         """Per-row cross-entropy of θ on (X, y)."""
-        logits = (self._design(scaled(scaling, X)) @ theta.T)[:, 0]
+        logits = (self.design(scaled(scaling, X)) @ theta.T)[:, 0]
         return torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
 
     def _plain(self, X, y, scaling) -> torch.Tensor:

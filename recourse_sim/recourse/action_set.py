@@ -31,13 +31,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError, InfeasibleActionSetError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.recourse.roots import budget_excess, feasible_root
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 Features = Sequence[int | str]
 FEATURE_TYPES = ("continuous", "integer", "binary", "ordinal", "categorical")

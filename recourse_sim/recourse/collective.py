@@ -34,14 +34,20 @@ MLP trained by SGD, whose landscape in Δ is rough.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import Learner, LowRankGradient, State, as_tensor
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.linear_program import goal_loss
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 METHODS = ("pgd", "fgm")
 """Upper-level solvers. ``pgd``: projected normalised-gradient descent with an adaptive,

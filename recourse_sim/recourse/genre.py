@@ -39,14 +39,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError, NotFittedError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.recourse.action_set import ActionSet
-from recourse_sim.recourse.genre_model import RecourseTransformer, draw_bins, soft_labels
 from recourse_sim.recourse.individual import RecourseResult
+
+if TYPE_CHECKING:
+    import torch
+
+    from recourse_sim.recourse import genre_model
+    from recourse_sim.recourse.genre_model import RecourseTransformer, soft_labels
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
+    genre_model = LazyModule("recourse_sim.recourse.genre_model", globals())
 
 ScoreFn = Callable[[np.ndarray], np.ndarray]
 """Maps an (m, d) float64 array to h(x) = P(favourable | x), shape (m,)."""
@@ -378,7 +387,7 @@ class GenRe:
             raise ConfigError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
 
     def _build(self, d: int) -> RecourseTransformer:
-        return RecourseTransformer(
+        return genre_model.RecourseTransformer(
             d,
             self.n_bins,
             self.d_model,
@@ -481,7 +490,7 @@ class GenRe:
     ) -> torch.Tensor:
         """Eq. 8 per pair: Σ_j Σ_k −soft_label_{j,k} log p_{j,k} over features in `learn`."""
         log_p = torch.log_softmax(module(x, x_plus), dim=-1)
-        target = soft_labels(x_plus, module.centres, module.widths)
+        target = genre_model.soft_labels(x_plus, module.centres, module.widths)
         return -((target * log_p).sum(-1) * learn).sum(-1)
 
     # -- sampling ------------------------------------------------------------------------
@@ -497,7 +506,6 @@ class GenRe:
             raise ConfigError("X contains NaN or infinite values")
         return X
 
-    @torch.no_grad()
     def sample(
         self,
         X,
@@ -529,11 +537,12 @@ class GenRe:
         gen = torch.Generator().manual_seed(_seed_from(random_state))
         out = np.empty((len(X), n_samples, self.n_features_in_))
         per_chunk = max(1, _SAMPLE_CHUNK // n_samples)
-        for start in range(0, len(X), per_chunk):
-            chunk = X[start : start + per_chunk]
-            out[start : start + len(chunk)] = self._sample_chunk(
-                chunk, n_samples, temperature, sigma, gen
-            )
+        with torch.no_grad():
+            for start in range(0, len(X), per_chunk):
+                chunk = X[start : start + per_chunk]
+                out[start : start + len(chunk)] = self._sample_chunk(
+                    chunk, n_samples, temperature, sigma, gen
+                )
         return out
 
     def _sample_chunk(
@@ -571,7 +580,7 @@ class GenRe:
             if self.immutable_[j]:
                 value = torch.as_tensor(rows[:, j])
             else:
-                value = centres[j, draw_bins(tau * logits, gen)]
+                value = centres[j, genre_model.draw_bins(tau * logits, gen)]
                 if sigma > 0:
                     value = value + sigma * torch.randn(n, generator=gen, dtype=torch.float64)
                 if j in self.levels_:
@@ -712,6 +721,13 @@ class GenRe:
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
             raise ConfigError(f"GenRe state: not a GenRe model ({err!r})") from None
         return cls._from_config(config, weights, "GenRe state")
+
+
+def __getattr__(name: str):
+    # the network's pieces, re-exported here: torch is imported when one is first read
+    if name in ("RecourseTransformer", "soft_labels"):
+        return getattr(genre_model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -39,16 +39,22 @@ over the types.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import Learner, State
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.cheapest import cheapest_linear_recourse
 from recourse_sim.recourse.linear_program import goal_loss, linear_recourse
 from recourse_sim.recourse.mixed import mixed_cheapest_recourse
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 METHODS = ("pgd", "wachter", "linear")
 OBJECTIVES = ("budget", "min_cost")

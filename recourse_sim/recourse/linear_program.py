@@ -4,13 +4,20 @@ budget root) or by HiGHS."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import Learner, State
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.roots import budget_excess, feasible_root
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 __all__ = ["goal_loss", "linear_program_closed_form", "linear_program_highs", "linear_recourse"]
 

@@ -40,11 +40,12 @@ import math
 import warnings
 from dataclasses import dataclass
 from numbers import Integral
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from recourse_sim.errors import ConfigError
+from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import (
     Learner,
     State,
@@ -55,6 +56,11 @@ from recourse_sim.learners.base import (
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.individual import METHODS, individual_recourse
 from recourse_sim.recourse.linear_program import linear_recourse
+
+if TYPE_CHECKING:
+    import torch
+else:  # imported on first use: checking a scenario builds this without torch
+    torch = LazyModule("torch", globals())
 
 # -- Step 1: recourse-aware training ---------------------------------------------------------
 

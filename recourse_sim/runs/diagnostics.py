@@ -116,7 +116,7 @@ def world_warnings(env: Any) -> list[str]:
     label almost perfectly alone (AUC ≥ `LEAK_AUC`, in data: a leak of the outcome?), a
     budget ε below the smallest change of every feature a population may change (it can
     change nothing), and a first model that approves ≥ `APPROVES_MOST` of its history."""
-    from recourse_sim.env.metrics import _auc
+    from recourse_sim.env.metrics import roc_auc
 
     world, spec, out = env.world, env.scenario.world, []
     data = getattr(world, "data", None)
@@ -131,7 +131,7 @@ def world_warnings(env: Any) -> list[str]:
                 )
     leaks = []  # (in data; a generated world's features predict its labels by design)
     for j, name in enumerate(env.action_set.feature_names if data is not None else ()):
-        auc = _auc(np.asarray(data.X[:, j], float), data.y == world.favourable)
+        auc = roc_auc(np.asarray(data.X[:, j], float), data.y == world.favourable)
         if auc is not None and max(auc, 1 - auc) >= LEAK_AUC:
             leaks.append(f"{name} (AUC {max(auc, 1 - auc):.3f})")
     if leaks:

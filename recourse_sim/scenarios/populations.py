@@ -199,14 +199,19 @@ class _Seekers(_Population):
     margin: Margin = 0.0
 
 
+IndividualMethod = Literal["pgd", "wachter", "linear", "roar", "probe", "claproar", "gravitational"]
+
+
 class IndividualPopulation(_Seekers):
     """People who got the unfavourable decision change their own features: their cheapest
     recourse, or with `objective: budget` OAR Eq. 2's."""
 
     strategy: Literal["individual"]
-    # individual recourse method; roar and probe are robust (`recourse_sim.recourse.robust`)
-    method: Literal["pgd", "wachter", "linear", "roar", "probe"] = "pgd"
-    steps: PositiveInt = 20  # gradient steps (pgd, wachter; the search of roar/probe)
+    # individual recourse method; roar and probe are robust (`recourse_sim.recourse.robust`),
+    # claproar and gravitational limit the shifts recourse causes (`recourse.mitigations`)
+    method: IndividualMethod = "pgd"
+    # gradient steps (pgd, wachter, claproar, gravitational; the search of roar and probe)
+    steps: PositiveInt = 20
     # roar: radius of the l-inf ball of model-parameter shifts the recourse must survive
     # (the learner's own parameter units: per feature SD under standardize; logit units)
     roar_delta: Annotated[float, Field(ge=0.0, le=100.0)] = 0.1
@@ -214,6 +219,10 @@ class IndividualPopulation(_Seekers):
     probe_sigma: Annotated[float, Field(ge=0.0, le=1e6)] = 0.1
     # probe: the largest recourse invalidation rate accepted under that noise (probability)
     probe_invalidation: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
+    # claproar, gravitational: weight of the external cost in the search's objective (the
+    # classifier's loss at the counterfactual; the cost-norm distance to the goal class's
+    # centroid)
+    mitigation_weight: Annotated[float, Field(ge=0.0, le=1e6)] = 5.0
     # scm worlds: the recourse type, found by an exact search over a grid of actions
     # (`recourse_sim.recourse.causal`): ce changes features directly, cr intervenes and
     # the descendants follow, icr aims at the true outcome; None: `method` on the reports
@@ -224,18 +233,24 @@ class IndividualPopulation(_Seekers):
     search_steps: Annotated[int, Field(ge=1, le=50)] = 8
 
     @model_validator(mode="after")
-    def _robust_is_min_cost(self) -> IndividualPopulation:
-        if self.method in ("roar", "probe"):
-            if self.objective != "min_cost":
-                raise ValueError(
-                    f"method {self.method!r} solves objective 'min_cost' only (the cheapest "
-                    f"robust action), got objective {self.objective!r}"
-                )
-            if self.recourse is not None:
-                raise ValueError(
-                    f"method {self.method!r} acts on the reports; it cannot be combined "
-                    f"with recourse {self.recourse!r} (a causal world's search)"
-                )
+    def _method_fits_objective(self) -> IndividualPopulation:
+        # robust methods find the cheapest robust action; the mitigations' answer is their
+        # own search's within epsilon
+        only = {"roar": "min_cost", "probe": "min_cost"}
+        only |= {"claproar": "budget", "gravitational": "budget"}
+        objective = only.get(self.method)
+        if objective is None:
+            return self
+        if self.objective != objective:
+            raise ValueError(
+                f"method {self.method!r} solves objective {objective!r} only, got "
+                f"objective {self.objective!r}"
+            )
+        if self.recourse is not None:
+            raise ValueError(
+                f"method {self.method!r} acts on the reports; it cannot be combined "
+                f"with recourse {self.recourse!r} (a causal world's search)"
+            )
         return self
 
 

@@ -81,6 +81,7 @@ def test_decisions_only_and_a_tiny_budget_keep_less_than_scores():
     assert not delta[~members].any()
 
 
+@pytest.mark.slow
 def test_surrogate_fit_recovers_logistic_scores():
     learner, X, y, _, _ = _problem(2)
     proba = learner.predict_proba(X)

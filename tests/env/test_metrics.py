@@ -246,3 +246,15 @@ def test_a_round_without_seekers_leaves_the_seekers_rates_empty(tmp_path):
     assert resumed["recourse_success_rate"].isna().all()
     assert simulate(scenario, rounds=3, seed=0).equals(resumed)  # as if never interrupted
     assert read_metrics(out)["mean_cost"].isna().all()
+
+
+def test_roc_auc_equals_scikit_learns_with_ties():
+    from sklearn.metrics import roc_auc_score
+
+    from recourse_sim.env.metrics import roc_auc
+
+    rng = np.random.default_rng(3)
+    score = rng.integers(0, 5, 200).astype(float)  # many ties
+    positive = rng.random(200) < 0.4
+    assert roc_auc(score, positive) == pytest.approx(roc_auc_score(positive, score), abs=1e-14)
+    assert roc_auc(score, np.zeros(200, bool)) is None

@@ -199,8 +199,8 @@ def torch_risk(model, theta, Z, Y, weight=None) -> torch.Tensor:
 def test_closed_form_gradient_and_hessian_match_torch_func(request, data, fit_intercept):
     X, y = request.getfixturevalue(data)
     model = LogisticRegression(fit_intercept=fit_intercept).fit(X, y)
-    theta = model._pack(model.state()) + 0.1  # away from the optimum: g ≠ 0
-    Z = model._design(torch.as_tensor(X))
+    theta = model.pack(model.state()) + 0.1  # away from the optimum: g ≠ 0
+    Z = model.design(torch.as_tensor(X))
     Y = model._targets(torch.as_tensor(y), theta.shape[0])
 
     def risk(flat):
@@ -302,9 +302,9 @@ def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
     X_new = rng.normal(size=(3000, 40))
     y_new = (X_new @ rng.normal(size=40) / 6 + rng.normal(size=3000) > 0).astype(np.int64)
     model = LogisticRegression(update_rule="window", window=1).fit(X, y)
-    Z = model._design(torch.as_tensor(X_new))
+    Z = model.design(torch.as_tensor(X_new))
     Y = model._targets(torch.as_tensor(y_new), 1)
-    theta0 = model._pack(model.state())
+    theta0 = model.pack(model.state())
     assert theta0.numel() >= logistic._LAG_MIN_PARAMS
     fast, L_fast, P_fast, step = model._newton(theta0, Z, Y)
     monkeypatch.setattr(logistic, "_LAG_MIN_PARAMS", 10**9)
@@ -319,7 +319,7 @@ def test_newton_with_kept_float32_curvature_matches_plain_newton(monkeypatch):
         step, torch.cholesky_solve(g, L_fast).reshape(fast.shape), atol=1e-14
     )
     # a first step with another problem's factor (a nearby refit's) changes nothing either
-    _, L_other, _, _ = model._newton(theta0, model._design(torch.as_tensor(X)), Y)
+    _, L_other, _, _ = model._newton(theta0, model.design(torch.as_tensor(X)), Y)
     started, L_started, _, _ = model._newton(theta0, Z, Y, factor=L_other)
     np.testing.assert_allclose(started.numpy(), plain.numpy(), rtol=0, atol=1e-9)
     np.testing.assert_allclose(L_started.numpy(), L_plain.numpy(), rtol=1e-7)
