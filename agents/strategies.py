@@ -601,6 +601,9 @@ class Controlled(Strategy):
     [0, 1] — (0, 0, 0, 0) and (1, 1, 1, 1) among them — is a ``collective_oar``
     population with the same settings, draw for draw; members are recruited with the
     same draws whatever the action, so actions differ only in what they choose.
+
+    ``action: oar_plan`` (the v3 action, `OAR_PLAN_ACTION`) adds OAR's look-ahead and a
+    draw on banked budget (`recourse_sim.agents.oar_settings`); its zero action is OAR too.
     """
 
     name = "controlled"
@@ -646,15 +649,11 @@ class Controlled(Strategy):
         acting = entry["act"] >= OAR_THRESHOLD
         draw = bank_draw(entry["bank"], bank, spec.bank_cap * epsilon) if plan and acting else 0.0
         horizon = plan_horizon(entry["horizon"], spec.horizon, spec.max_horizon) if plan else None
+        acts = acting and alpha > 0 and eps + draw > 0
         settings = OarSettings(
-            acting and alpha > 0 and eps + draw > 0,
-            alpha,
-            eps + draw,
-            entry["goal"],
-            spec.horizon if horizon is None else horizon,
-            draw,
+            acts, alpha, eps + draw, entry["goal"], horizon or spec.horizon, draw
         )
-        return settings if settings.acts else settings.idle()
+        return settings if acts else settings.idle()
 
     def act(
         self,

@@ -140,7 +140,8 @@ def limit_left(strategy: Strategy | None, state: RoundState) -> tuple[float, flo
     its limit sets none (or there is no collective, or no limit)."""
     if strategy is None or not _oar_action(strategy):
         return 1.0, 1.0
-    limit, allowance = strategy.spec.limit, state.allowances[strategy.population]
+    # (before the first reset: nothing used)
+    limit, allowance = strategy.spec.limit, state.allowances.get(strategy.population, Allowance())
     rounds = acting_rounds_left(strategy, allowance)
     cost = cost_left(strategy, allowance)
     return (
@@ -157,7 +158,7 @@ def bank_share(strategy: Strategy | None, state: RoundState) -> float:
     most = strategy.spec.bank_cap * strategy.action_set.epsilon
     if most <= 0:
         return 0.0
-    return min(1.0, state.allowances[strategy.population].bank / most)
+    return min(1.0, state.allowances.get(strategy.population, Allowance()).bank / most)
 
 
 def allowances_from_state(saved: Any, strategies: list[Strategy]) -> dict[str, Allowance]:

@@ -113,6 +113,15 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     zero action, as the constant (1, 1, 1, 1), reproduces the ``collective_oar``
     population exactly (see `agents.Controlled`).
 
+    With ``action: oar_plan`` (the ``-v3`` IDs): ``Box(-1, 1, shape=(6,), float32)``,
+    those four and ``horizon`` (OAR's look-ahead, from the population's ``horizon`` at
+    0 and below up to ``max_horizon`` at 1) and ``bank`` (a draw, on top of the round's
+    ε, on the budget that earlier rounds left unused, banked up to ``bank_cap`` · ε);
+    the zero action is OAR again (`recourse_sim.env.limits`). The population's
+    ``limit`` (action ``oar`` or ``oar_plan``) plays an acting action as idle once
+    ``acting_rounds`` rounds have acted, and caps each round's ε at the cost left of
+    ``total_cost``.
+
     ## Observation Space
 
     A flat ``Box`` of float32, all finite, with G groups, d features, P parameters:
@@ -173,7 +182,9 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     the participants who changed their reports whose rows the defence dropped);
     ``info["collectives"]``: per collective population, its ``participants``, their mean
     ``cost`` and the ``query_success`` of the query group it acts for; ``info["round"]``:
-    rounds done. ``people()`` gives the round's applicants as the rows of ``people.csv``
+    rounds done; with a ``limit``, ``info["limit"]``: whether it clipped the round's
+    action (``clipped``), ``acting_rounds_left`` and ``cost_left`` (None: no such
+    limit). ``people()`` gives the round's applicants as the rows of ``people.csv``
     (person ids, decisions, recourse, true outcomes, scores; optionally features).
 
     ## Arguments
@@ -216,6 +227,10 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
       scenario's rounds; ``Recourse-v0``: ``school_assignment``'s), so ``gym.make`` adds
       a ``TimeLimit``; ``render_mode="human"`` without a display is a `ConfigError`
       naming ``rgb_array``.
+    * v3: ``SchoolAssignment-v3`` and ``Lending-v3``: the v1 scenarios with
+      ``action: oar_plan``, OAR's settings with its look-ahead and a bank of unspent
+      budget; the zero action is OAR. Controlled populations may have a ``limit``
+      (checkpoints carry its counts and the bank).
     * v2: ``SchoolAssignment-v2`` and ``Lending-v2``: the v1 scenarios with OAR's own
       settings as the action (``action: oar``), so that a policy's action space contains
       collective OAR. The v1 IDs are kept with their shift action. Later revision

@@ -110,7 +110,8 @@ def test_acting_rounds_clip_an_acting_action_to_idle_after_k():
 
 def test_an_idle_action_uses_no_acting_round():
     env = _lending(action="oar", limit={"acting_rounds": 1})
-    steps = _play(env, [_entries(OAR_ACTION, act=-1.0)] * 3 + [_entries(OAR_ACTION)] * 2)
+    idle = [_entries(OAR_ACTION, **{entry: -1.0}) for entry in ("act", "alpha", "budget")]
+    steps = _play(env, idle + [_entries(OAR_ACTION)] * 2)  # (not acting: no α, or no ε)
     infos = [step[2] for step in steps[1:]]
     assert [i["limit"]["acting_rounds_left"] for i in infos] == [1, 1, 1, 0, 0]
     assert [i["limit"]["clipped"] for i in infos] == [False] * 4 + [True]
@@ -136,8 +137,8 @@ def test_total_cost_caps_each_round_at_the_cost_left():
     assert env.limit_left()[1] == pytest.approx(left[-1] / budget)
 
 
-def test_a_restored_checkpoint_continues_bit_for_bit():
-    import copy
+def test_a_restored_checkpoint_continues_bit_for_bit(tmp_path):
+    from recourse_sim.checkpoint import load_checkpoint, save_checkpoint
 
     limit = {"acting_rounds": 3, "total_cost": 1.2}
     actions = [
@@ -154,7 +155,9 @@ def test_a_restored_checkpoint_continues_bit_for_bit():
     env.reset(seed=3)
     for a in actions[:3]:
         env.step(a)
-    state = copy.deepcopy(env.get_state())
+    # through the checkpoint files, as a resumed run reads them
+    save_checkpoint(tmp_path, round=3, state=env.get_state())
+    state = load_checkpoint(tmp_path).state
     assert state["allowances"]["borrowers"]["acting_rounds"] == 2
     assert state["allowances"]["borrowers"]["bank"] > 0  # (round 1 banked, round 3 too)
     resumed = _lending(action="oar_plan", limit=limit)
