@@ -23,7 +23,9 @@ A scenario declares:
                  people follow a GenRe sample), ``collective_oar``, ``controlled``
                  (driven by the environment's action) or ``best_response`` (everyone
                  responds to the deployed model, as in performative prediction);
-``reward``       the weight of cost in the environment's reward;
+``reward``       the weights of cost (and of trimmed reports) in the environment's reward;
+``hidden``       settings drawn afresh for each episode from train or test ranges and
+                 not observed (a task's hidden dynamics; ``recourse_sim.scenarios.hidden``);
 ``rounds``       the default number of rounds;
 ``multi_agent``  several ``controlled`` populations, each its own agent (only in the
                  PettingZoo ``recourse_sim.env.multi.RecourseParallelEnv``).
