@@ -301,9 +301,11 @@ def task_scores(d: pd.DataFrame) -> dict:
     span = j[best] - j["idle"]
     normalised = (ppo_runs - j["idle"]) / span if span > 0 else ppo_runs * np.nan
     closed = float(per["ppo"].loc[seeds].mean() - best_there.mean()) / lead if lead > 0 else np.nan
+    simple_there = pd.concat([per[p].loc[seeds] for p in SIMPLE], axis=1).max(axis=1)
     return {
         "j": j,
         "best": best,
+        "oracle_at_least_all": int((oracle.values >= simple_there.values - 1e-12).sum()),
         "headroom": paired_difference(oracle.values, best_there.values),
         "oracle_n": len(seeds),
         "ppo_vs_best": paired_difference(per["ppo"].values, per[best].loc[per["ppo"].index].values),
@@ -373,7 +375,8 @@ def report(args: Args) -> None:
             )
         verdicts.append(
             f"- `{t}`: {room} (oracle − {s['best']}: {h.mean:+.4f} ± {h.half_width:.4f} "
-            f"over {s['oracle_n']} seeds); {ppo}."
+            f"over {s['oracle_n']} seeds; the oracle is at least every simple baseline on "
+            f"{s['oracle_at_least_all']} of them); {ppo}."
         )
     timing = [_row(["task", "wall s", "CPU s", "PPO CPU s", "oracle CPU s"]), _row(["---"] * 5)]
     for t, m in summaries.items():
