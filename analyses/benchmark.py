@@ -404,7 +404,7 @@ def bench_v2_batched(
 
     import recourse_sim  # noqa: F401 - registers the IDs
 
-    out: dict[str, Any] = {"v2_batched_n_envs": n_envs, "v2_batched_load_avg": os.getloadavg()[0]}
+    out: dict[str, Any] = {"v2_batched_n_envs": n_envs}
     for name, env_id in (
         ("school", "recourse_sim/SchoolAssignment-v2"),
         ("lending", "recourse_sim/Lending-v2"),
@@ -445,7 +445,6 @@ def bench_v2_batched(
             }
         )
         venv.close()
-    out["v2_batched_load_avg_end"] = os.getloadavg()[0]
     return out
 
 
