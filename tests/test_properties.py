@@ -108,6 +108,7 @@ def _spec(strategy: str, participation: float) -> SimpleNamespace:
         horizon=1,
         solver="pgd",
         action="shift",
+        budget_levels=4,
         groups=None,
         labels=None,
     )
