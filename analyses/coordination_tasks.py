@@ -127,7 +127,15 @@ def arms(env: RecourseEnv, plans: dict[str, list[bool]], seeds: range) -> dict[s
 
 FIRST_DESIGN = {
     "world__repay_gain": 75.0,
-    "populations__applicants__participation": 0.1,
+    "populations__applicants": {  # coordination_lending_budget's seekers
+        "strategy": "individual",
+        "method": "pgd",
+        "objective": "min_cost",
+        "steps": 10,
+        "increase_only": ["score"],
+        "epsilon": 0.2,
+        "participation": 0.1,
+    },
     "hidden": {
         "learner.window": {"train": [2, 4], "test": [5, 7], "integer": True},
         "populations.borrowers.participation": {"train": [0.3, 0.6], "test": [0.6, 0.9]},
