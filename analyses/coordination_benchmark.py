@@ -233,9 +233,10 @@ the baselines, the oracles and the scores.
   each, training episodes on seeds 0–99 in turn, γ = {settings["gamma"]}, the rest of
   `PPOConfig`'s defaults; evaluated deterministically (the Gaussian's mean).
 * **Scores**: normalised (J(π) − J(idle)) / (J(best simple) − J(idle)) per run (mean ± 95 %
-  t-interval over runs); "gap closed": (J(PPO) − J(best)) / (J(oracle) − J(best)) on the
-  oracle's seeds; the IQM over tasks × runs with a stratified bootstrap interval (2,000
-  replicates, runs resampled within each task).
+  t-interval over runs; undefined where no simple baseline beats idle); "PPO / oracle":
+  (J(PPO) − J(idle)) / (J(oracle) − J(idle)) on the oracle's seeds; "gap closed": (J(PPO) −
+  J(best)) / (J(oracle) − J(best)) there; the IQM over tasks × runs with a stratified
+  bootstrap interval (2,000 replicates, runs resampled within each task).
 
 ![learning curves](coordination_benchmark.png)
 
@@ -301,6 +302,13 @@ def task_scores(d: pd.DataFrame) -> dict:
     span = j[best] - j["idle"]
     normalised = (ppo_runs - j["idle"]) / span if span > 0 else ppo_runs * np.nan
     closed = float(per["ppo"].loc[seeds].mean() - best_there.mean()) / lead if lead > 0 else np.nan
+    # normalised by the oracle instead (idle 0, oracle 1; on the oracle's seeds): defined
+    # where no simple baseline beats idle
+    idle_there, top = float(per["idle"].loc[seeds].mean()), float(oracle.mean())
+    on_seeds = d[(d.policy == "ppo") & d.seed.isin(seeds)].groupby("run").value.mean()
+    by_oracle = (
+        (on_seeds - idle_there) / (top - idle_there) if top > idle_there else on_seeds * np.nan
+    )
     simple_there = pd.concat([per[p].loc[seeds] for p in SIMPLE], axis=1).max(axis=1)
     return {
         "j": j,
@@ -311,6 +319,8 @@ def task_scores(d: pd.DataFrame) -> dict:
         "ppo_vs_best": paired_difference(per["ppo"].values, per[best].loc[per["ppo"].index].values),
         "normalised_runs": normalised.values,
         "normalised": mean_ci(normalised.values),
+        "by_oracle_runs": by_oracle.values,
+        "by_oracle": mean_ci(by_oracle.values),
         "closed": closed,
     }
 
@@ -330,12 +340,16 @@ def report(args: Args) -> None:
         if (args.out / f"{PREFIX}_{t}.json").is_file()
     }
     width = min(len(s["normalised_runs"]) for s in scores.values())
-    matrix = np.column_stack([s["normalised_runs"][:width] for s in scores.values()])
+    defined = [t for t, s in scores.items() if np.isfinite(s["normalised_runs"]).all()]
+    matrix = np.column_stack([scores[t]["normalised_runs"][:width] for t in defined])
     point, low, high = iqm_interval(matrix)
+    by_oracle = np.column_stack([s["by_oracle_runs"][:width] for s in scores.values()])
+    o_point, o_low, o_high = iqm_interval(by_oracle)
+    undefined = [t for t in scores if t not in defined]
 
-    head = ["task", "idle", "OAR", "best simple", "myopic", "oracle − best (paired)"]
-    head += ["PPO", "PPO − best (paired)", "PPO normalised", "gap closed"]
-    lines = [_row(head), _row(["---"] * len(head))]
+    columns = ["task", "idle", "OAR", "best simple", "myopic", "oracle − best (paired)"]
+    columns += ["PPO", "PPO − best (paired)", "PPO normalised", "PPO / oracle", "gap closed"]
+    lines = [_row(columns), _row(["---"] * len(columns))]
     for t, s in scores.items():
         j = s["j"]
         h, pv = s["headroom"], s["ppo_vs_best"]
@@ -350,15 +364,29 @@ def report(args: Args) -> None:
                     f"{h.mean:+.4f} ± {h.half_width:.4f}",
                     f"{j['ppo']:.4f}",
                     f"{pv.mean:+.4f} ± {pv.half_width:.4f}",
-                    f"{s['normalised'].mean:.3f} ± {s['normalised'].half_width:.3f}",
+                    "— (best is idle)"
+                    if np.isnan(s["normalised"].mean)
+                    else f"{s['normalised'].mean:.3f} ± {s['normalised'].half_width:.3f}",
+                    f"{s['by_oracle'].mean:.3f} ± {s['by_oracle'].half_width:.3f}",
                     "—" if np.isnan(s["closed"]) else f"{s['closed']:.2f}",
                 ]
             )
         )
     lines += [
         "",
-        f"PPO's normalised score over the {matrix.shape[1]} tasks × {width} runs: "
-        f"**IQM {point:.3f} [{low:.3f}, {high:.3f}]** (95 % stratified bootstrap).",
+        f"PPO's normalised score over the {matrix.shape[1]} tasks where it is defined × "
+        f"{width} runs: **IQM {point:.3f} [{low:.3f}, {high:.3f}]** (95 % stratified "
+        "bootstrap)"
+        + (
+            f"; it is undefined on {', '.join(f'`{t}`' for t in undefined)}, where no "
+            "simple baseline beats idle on the test seeds (the denominator is 0)."
+            if undefined
+            else "."
+        ),
+        "",
+        "PPO's score normalised by the oracle instead (idle 0, privileged oracle 1, on the "
+        f"oracle's seeds), over all {by_oracle.shape[1]} tasks × {width} runs: **IQM "
+        f"{o_point:.3f} [{o_low:.3f}, {o_high:.3f}]**.",
         "",
     ]
     verdicts = []
