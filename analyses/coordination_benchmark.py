@@ -212,10 +212,12 @@ def head(settings: dict) -> str:
     n_test, n_oracle = settings["test_seeds"], settings["oracle_seeds"]
     return f"""# Coordination benchmark
 
-Produced by `analyses/coordination_benchmark.py` (the commands and the time each task
-took are at the end). Every task's score is the query group's success per round (the
-reward, λ = 0) under the task's hard constraint; see `docs/benchmark.md` for the tasks,
-the baselines, the oracles and the scores.
+Produced by `analyses/coordination_benchmark.py`: each task by `--tasks <task>` (several
+tasks in parallel processes on two cores shared with other work, so wall time is well
+above CPU time), then the page by `--report`; the time each task took is at the end.
+Every task's score is the query group's success per round (the reward, λ = 0) under the
+task's hard constraint; see `docs/benchmark.md` for the tasks, the baselines, the oracles
+and the scores.
 
 * **Held-out seeds**: {n_test} test seeds, 1000 … {999 + n_test}, one episode each, the same
   seeds (the same worlds) for every policy, so every difference is paired. Tasks with hidden
@@ -389,7 +391,18 @@ def report(args: Args) -> None:
         f"{o_point:.3f} [{o_low:.3f}, {o_high:.3f}]**.",
         "",
     ]
-    verdicts = []
+    roomy = [t for t, s in scores.items() if s["headroom"].mean - s["headroom"].half_width > 0]
+    beats = [
+        t for t, s in scores.items() if s["ppo_vs_best"].mean - s["ppo_vs_best"].half_width > 0
+    ]
+    verdicts = [
+        f"The privileged oracle is above the best simple baseline, with a paired 95 % interval "
+        f"above 0, on {len(roomy)} of the {len(scores)} tasks; PPO beats the best simple "
+        f"baseline on {len(beats)} of them"
+        + (f" ({', '.join(f'`{t}`' for t in beats)})" if beats else "")
+        + " at this training budget.",
+        "",
+    ]
     for t, s in scores.items():
         h, pv = s["headroom"], s["ppo_vs_best"]
         room = "headroom" if h.mean - h.half_width > 0 else "no headroom shown"
