@@ -244,7 +244,8 @@ and the scores.
 
 Learning curves: each PPO run's training episodes (mean reward per round, a rolling
 mean of 20 episodes) against env steps, with idle, the best simple baseline and the
-privileged oracle on the test seeds.
+privileged oracle on the test seeds. Tasks with hidden settings train on their training
+ranges and are tested on the held-out ones, so their curves sit apart from those lines.
 
 ## Scores
 
