@@ -327,6 +327,28 @@ def bench_env(n: int = 200, steps: int = 200, n_envs: int = 8, seed: int = 0) ->
     }
 
 
+def batched_beside_single(env_id: str, n_envs: int, seed: int, **settings):
+    """The native batched env of `n_envs` worlds and one single env of `env_id`, both reset
+    with `seed` and stepped twice with the zero action (warm-up); returns them with the
+    zero actions (batched, single)."""
+    import gymnasium as gym
+
+    import recourse_sim  # noqa: F401 - registers the IDs
+
+    venv = gym.make_vec(
+        env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", **settings
+    )
+    env = gym.make(env_id, **settings).unwrapped
+    venv.reset(seed=seed)
+    env.reset(seed=seed)
+    actions = np.zeros(venv.action_space.shape, np.float32)
+    action = actions[0]
+    for _ in range(2):  # warm-up
+        venv.step(actions)
+        env.step(action)
+    return venv, env, actions, action
+
+
 def bench_batched(
     n_envs: int = 64, n: int = 200, pairs: int = 7, batched_steps: int = 5, seed: int = 0
 ) -> dict[str, Any]:
@@ -344,17 +366,7 @@ def bench_batched(
 
     env_id = "recourse_sim/SchoolAssignment-v1"
     settings = {"world__cohort_size": n, "rounds": 10_000}
-    venv = gym.make_vec(
-        env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", **settings
-    )
-    env = gym.make(env_id, **settings).unwrapped
-    venv.reset(seed=seed)
-    env.reset(seed=seed)
-    actions = np.zeros(venv.action_space.shape, np.float32)
-    action = actions[0]
-    for _ in range(2):  # warm-up
-        venv.step(actions)
-        env.step(action)
+    venv, env, actions, action = batched_beside_single(env_id, n_envs, seed, **settings)
     single_steps = max(batched_steps * n_envs // 30, 2)
     batched_rates, single_rates = [], []
     for _ in range(pairs):
@@ -400,7 +412,6 @@ def bench_v2_batched(
     steps for about as long), each rate the median over its blocks, wall-clock rates
     beside them. The action is zero, OAR's own settings, so every world solves OAR
     every round (the dearest action); episodes do not end (rounds = 10,000)."""
-    import gymnasium as gym
 
     import recourse_sim  # noqa: F401 - registers the IDs
 
@@ -409,17 +420,7 @@ def bench_v2_batched(
         ("school", "recourse_sim/SchoolAssignment-v2"),
         ("lending", "recourse_sim/Lending-v2"),
     ):
-        venv = gym.make_vec(
-            env_id, num_envs=n_envs, vectorization_mode="vector_entry_point", rounds=10_000
-        )
-        env = gym.make(env_id, rounds=10_000).unwrapped
-        venv.reset(seed=seed)
-        env.reset(seed=seed)
-        actions = np.zeros(venv.action_space.shape, np.float32)
-        action = actions[0]
-        for _ in range(2):  # warm-up
-            venv.step(actions)
-            env.step(action)
+        venv, env, actions, action = batched_beside_single(env_id, n_envs, seed, rounds=10_000)
         single_steps = max(batched_steps * n_envs // 8, 2)
         rates: dict[str, list[float]] = {k: [] for k in ("cpu", "wall", "single_cpu", "single")}
         for _ in range(pairs):
