@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from recourse_sim.agents.oar_settings import OarSettings
+from recourse_sim.env.round_state import Allowance, RoundState
 from recourse_sim.errors import CheckpointError
 
 if TYPE_CHECKING:
     from recourse_sim.agents.strategies import Strategy
-    from recourse_sim.env.round_state import RoundState
 
 __all__ = [
     "EXHAUSTED",
@@ -48,18 +47,6 @@ __all__ = [
 
 EXHAUSTED = 1e-9
 """A cost budget C with less than C · EXHAUSTED left is spent (the action is idle)."""
-
-
-@dataclass
-class Allowance:
-    """What a controlled collective has used of its limit, and banked, this episode."""
-
-    acting_rounds: int = 0  # rounds in which it acted
-    cost: float = 0.0  # summed mean cost per participant (cost units)
-    bank: float = 0.0  # budget banked for later rounds (cost units; oar_plan)
-
-    def get_state(self) -> dict[str, Any]:
-        return {"acting_rounds": self.acting_rounds, "cost": self.cost, "bank": self.bank}
 
 
 def _oar_action(strategy: Strategy) -> bool:

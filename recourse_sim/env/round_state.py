@@ -4,19 +4,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from recourse_sim.env.limits import Allowance
     from recourse_sim.env.metrics import RoundRecord
     from recourse_sim.env.pool import Pool
     from recourse_sim.env.worlds import Cohort
     from recourse_sim.learners import Learner
     from recourse_sim.learners.defense import Defense
 
-__all__ = ["RoundState", "no_holders"]
+__all__ = ["Allowance", "RoundState", "no_holders"]
+
+
+@dataclass
+class Allowance:
+    """What a controlled collective has used of its limit, and banked, this episode."""
+
+    acting_rounds: int = 0  # rounds in which it acted
+    cost: float = 0.0  # summed mean cost per participant (cost units)
+    bank: float = 0.0  # budget banked for later rounds (cost units; oar_plan)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"acting_rounds": self.acting_rounds, "cost": self.cost, "bank": self.bank}
 
 
 @dataclass
