@@ -45,6 +45,7 @@ __all__ = [
     "OracleResult",
     "Schedule",
     "TaskPolicy",
+    "branch",
     "constant_grid",
     "episode_return",
     "evenly_spread",
@@ -127,6 +128,7 @@ class Constant(TaskPolicy):
 
     def __init__(self, alpha: float = 1.0, budget: float = 1.0) -> None:
         super().__init__()
+        self.alpha, self.budget = alpha, budget
         self.setting = oar_setting(True, alpha, budget)
         self.name = "oar" if (alpha, budget) == (1.0, 1.0) else f"oar(α×{alpha:g}, ε×{budget:g})"
 
@@ -203,12 +205,24 @@ class Myopic(TaskPolicy):
     def action(self) -> np.ndarray:
         env = self.env
         start = env.get_state()
-        rewards = []
-        for a in self.candidates:
-            env.set_state(start)
-            rewards.append(env.step(a)[1])
+        rewards = [branch(env, start, a)[0] for a in self.candidates]
         env.set_state(start)
         return self.candidates[int(np.argmax(rewards))]
+
+
+def branch(
+    env: Any, start: dict, first: np.ndarray, then: TaskPolicy | None = None
+) -> tuple[float, int]:
+    """From the saved state `start` of `env` (unwrapped): play `first`, then, if given,
+    policy `then` to the episode's end. Returns the summed reward and the steps taken;
+    `env` is left where the branch ended."""
+    env.set_state(start)
+    obs, total, terminated, truncated, _ = env.step(first)
+    steps = 1
+    while then is not None and not (terminated or truncated):
+        obs, reward, terminated, truncated, _ = env.step(then.predict(obs)[0])
+        total, steps = total + reward, steps + 1
+    return float(total), steps
 
 
 def default_candidates() -> list[np.ndarray]:
@@ -275,13 +289,9 @@ def privileged_oracle(
         options = [own, *(a for a in candidates if not np.array_equal(a, own))]
         returns = []
         for a in options:  # the first (the base's own action) wins ties
-            inner.set_state(start)
-            o, r, term, trunc, _ = inner.step(a)
-            total, steps = r, steps + 1
-            while not (term or trunc):
-                o, r, term, trunc, _ = inner.step(base.predict(o)[0])
-                total, steps = total + r, steps + 1
+            total, taken = branch(inner, start, a, then=base)
             returns.append(total)
+            steps += taken
         best = options[int(np.argmax(returns))]
         inner.set_state(start)
         obs, reward, terminated, truncated, _ = inner.step(best)

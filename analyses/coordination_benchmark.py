@@ -88,11 +88,7 @@ class Args:
 
 def make_task(task: str, split: str) -> gym.Env:
     """The task's environment; hidden dynamics drawn from the `split` ranges."""
-    env_id = COORDINATION_TASKS[task]
-    env = gym.make(env_id)
-    if getattr(env.unwrapped.scenario, "hidden", None):
-        env = gym.make(env_id, hidden_split=split)
-    return env
+    return gym.make(COORDINATION_TASKS[task], hidden_split=split)  # (no hidden: ignored)
 
 
 def returns(env: gym.Env, policy: TaskPolicy, seeds: list[int]) -> list[float]:
@@ -143,7 +139,7 @@ def run_task(task: str, args: Args) -> None:
 
     t0, c0 = time.time(), time.process_time()
     baselines = simple_baselines()
-    constant = Constant(*_shares(best_constant))
+    constant = Constant(best_constant.alpha, best_constant.budget)
     constant.name = "best constant"
     values: dict[str, list[float]] = {}
     for policy in [*baselines, constant]:
@@ -170,8 +166,7 @@ def run_task(task: str, args: Args) -> None:
     kwargs = dict(gym.spec(env_id).kwargs)
     scenario = kwargs.pop("scenario")
     kwargs = {k: v for k, v in kwargs.items() if k != "warn_passive"}
-    if getattr(train_env.unwrapped.scenario, "hidden", None):
-        kwargs["hidden_split"] = "train"
+    kwargs["hidden_split"] = "train"
     config = PPOConfig(timesteps=args.timesteps, gamma=args.gamma)
     curves = []
     t0, c0 = time.time(), time.process_time()
@@ -200,11 +195,6 @@ def run_task(task: str, args: Args) -> None:
     }
     (args.out / f"{PREFIX}_{task}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{task}: {summary['wall_s']} s wall, {summary['cpu_s']} s CPU", flush=True)
-
-
-def _shares(policy: Constant) -> tuple[float, float]:
-    a = policy.setting
-    return float(a[1] + 1.0), float(a[2] + 1.0)
 
 
 def head(settings: dict) -> str:
