@@ -943,7 +943,7 @@ class BatchedRecourseEnv(VectorEnv):
                 np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
                 (st["round"] / self._rounds)[:, None],
                 *(
-                    (np.tile(self._first.limit_left(), (B, 1)), st["controlled"])
+                    (np.tile(self._first.allowance_left(), (B, 1)), st["controlled"])
                     if self._oar_action
                     else ()
                 ),

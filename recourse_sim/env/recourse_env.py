@@ -347,7 +347,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         )
         if self.observes_settings:  # what the collective's settings need: see the docs table
             (entries,) = shape
-            left = len(self.limit_left())
+            left = len(self.allowance_left())
             low = np.concatenate([low, np.zeros(left), -np.ones(entries), np.zeros(4)])
             high = np.concatenate([high, np.ones(left + entries + 4)])
         self.observation_space = spaces.Box(
@@ -363,12 +363,12 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
         the cut-off, the collective's size)."""
         return self.controlled is not None and self.controlled.spec.action != "shift"
 
-    def limit_left(self) -> tuple[float, ...]:
+    def allowance_left(self) -> tuple[float, ...]:
         """What the observation holds of the collective's allowance, each in [0, 1]: the
-        shares of its limits left (acting rounds, total cost; 1: no limit) and, under
-        ``action: oar_plan``, its bank / (bank_cap · ε). Its length does not change
-        within an environment."""
-        left = super().limit_left()
+        shares of its limits left (`limit_left`: acting rounds, total cost; 1: no limit)
+        and, under ``action: oar_plan``, its bank / (bank_cap · ε) (`bank_share`). Its
+        length does not change within an environment."""
+        left = self.limit_left()
         if self.controlled is not None and self.controlled.spec.action == "oar_plan":
             return (*left, self.bank_share())
         return left
@@ -560,7 +560,7 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
                 np.clip(z, -FEATURE_BOUND, FEATURE_BOUND),
                 [self.state.round / self.scenario.rounds],
                 *(
-                    (self.limit_left(), self.state.last["controlled"])
+                    (self.allowance_left(), self.state.last["controlled"])
                     if self.observes_settings
                     else ()
                 ),
