@@ -8,6 +8,7 @@ Anything else is a bug and propagates with its traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -261,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from recourse_sim.scenarios import load_scenario
-    from recourse_sim.simulate import METRICS_FILE, PEOPLE_FILE, simulate
+    from recourse_sim.simulate import METRICS_FILE, PEOPLE_FILE, SUMMARY_FILE, simulate
 
     scenario = load_scenario(args.scenario, overrides=args.overrides or None)
     import torch  # after the scenario: a bad one is refused without loading torch
@@ -305,6 +306,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     for k in shown
                     if k in row
                 )
+            )
+        if scenario.hidden:  # drawn at reset and observed by no one: say what it was
+            drawn = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))["hidden"]
+            print(
+                "hidden settings (drawn from their train ranges, in summary.json): "
+                + ", ".join(f"{k} {v:.4g}" for k, v in drawn["values"].items())
             )
     return 0
 

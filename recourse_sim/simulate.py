@@ -25,7 +25,9 @@ output directory it writes, as the run goes:
     with the length and SHA-256 of ``metrics.csv`` and ``people.csv`` at that moment.
 ``summary.json``
     Written (atomically) when the run ends: scenario, seed, rounds, the final round's
-    metrics per group, wall time. Its presence means the run finished.
+    metrics per group, wall time, and for a scenario with a ``hidden`` block the
+    episode's draw of those settings (``hidden``: from the ``train`` ranges). Its presence
+    means the run finished.
 
 ``resume=True`` continues from the checkpoint: ``metrics.csv`` and ``people.csv`` are cut
 back to exactly the rows of the completed rounds (a kill can leave half a line, or a
@@ -311,7 +313,13 @@ def simulate(
         warn_if_cycling(frame, scenario.name)
         if out_dir is not None:
             summary = run_summary(
-                frame, scenario, seed, rounds, time.perf_counter() - started, resumed=resume
+                frame,
+                scenario,
+                seed,
+                rounds,
+                time.perf_counter() - started,
+                resumed=resume,
+                hidden=getattr(env, "hidden_values", None),
             )
             atomic_write_text(out_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     finally:

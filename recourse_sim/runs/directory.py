@@ -79,8 +79,16 @@ def _json_value(value: Any) -> Any:
 
 
 def run_summary(
-    frame: pd.DataFrame, scenario: Scenario, seed: int, rounds: int, wall: float, resumed: bool
+    frame: pd.DataFrame,
+    scenario: Scenario,
+    seed: int,
+    rounds: int,
+    wall: float,
+    resumed: bool,
+    hidden: dict[str, float] | None = None,
 ) -> dict[str, Any]:
+    """``summary.json``'s content; `hidden`: the episode's draw of the scenario's
+    ``hidden`` settings (from their ``train`` ranges), recorded when it has any."""
     from recourse_sim import __version__
 
     last = frame[frame["round"] == frame["round"].iloc[-1]]
@@ -94,7 +102,7 @@ def run_summary(
             for k, v in row.items()
             if k not in ("round", "group") and (reported[k] or k in SEEKER_COLUMNS)
         }
-    return {
+    summary = {
         "scenario": scenario.name,
         "seed": seed,
         "rounds": rounds,
@@ -105,6 +113,9 @@ def run_summary(
         "wall_time_seconds": round(wall, 3),
         "recourse_sim_version": __version__,
     }
+    if hidden:  # (not observed by anyone in the run: the draw is only known from here)
+        summary["hidden"] = {"split": "train", "values": dict(hidden)}
+    return summary
 
 
 # every name a run writes, appends to or deletes in its directory

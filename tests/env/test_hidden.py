@@ -130,3 +130,18 @@ def test_a_scenario_without_hidden_derives_no_hidden_stream():
     env.reset(seed=0)
     assert env.hidden_values == {} and "hidden" not in env.get_state()
     assert "hidden" not in env.stream_names
+
+
+def test_a_run_records_its_draw_in_the_summary_and_says_it(tmp_path, capsys):
+    import json
+
+    from recourse_sim.cli import main
+
+    out = tmp_path / "run"
+    sets = ["--set", "world.n_applicants=150", "--set", "world.history_size=200"]
+    assert main(["run", HIDDEN, "--rounds", "2", "--seed", "3", "--out", str(out), *sets]) == 0
+    recorded = json.loads((out / "summary.json").read_text())["hidden"]
+    env = _env()
+    env.reset(seed=3)
+    assert recorded == {"split": "train", "values": env.hidden_values}
+    assert "hidden settings" in capsys.readouterr().out
