@@ -57,9 +57,11 @@ class RecourseParallelEnv(ParallelEnv):
 
     ## Rewards
 
-    Agent ``p``: ``query_success_p − λ · cost_p``, the share of p's query group that the
-    updated model gives p's goal minus λ times the mean cost of p's participants (0 if
-    nobody took part). ``infos[p]["rewards"]`` holds the components.
+    Agent ``p``: ``query_success_p − λ · cost_p − w · trimmed_p``, the share of p's query
+    group that the updated model gives p's goal minus λ times the mean cost of p's
+    participants (0 if nobody took part) minus ``reward.trimmed_weight`` w times the share
+    of p's participants who changed their reports whose rows a trimmed refit dropped.
+    ``infos[p]["rewards"]`` holds the components.
 
     ## Episode End
 
@@ -180,18 +182,20 @@ class RecourseParallelEnv(ParallelEnv):
                 f"actions for unknown agents {sorted(unknown)} (agents: {self.agents})"
             )
         _, _, _, truncated, info = self.env.play_round(checked, None)
-        lam = self.env.scenario.reward.cost_weight
+        spec = self.env.scenario.reward
+        lam, trim_weight = spec.cost_weight, spec.trimmed_weight
         rewards, infos = {}, {}
         for agent in self.agents:
             own = info["collectives"][agent]
-            rewards[agent] = float(own["query_success"] - lam * own["cost"])
+            trimmed = own.get("trimmed", 0.0)  # (present only under a trimmed refit)
+            rewards[agent] = float(own["query_success"] - lam * own["cost"] - trim_weight * trimmed)
+            components = {"query_success": own["query_success"], "cost": own["cost"]}
+            components["cost_weight"] = lam
+            if "trimmed" in own or trim_weight:
+                components |= {"trimmed": trimmed, "trimmed_weight": trim_weight}
             infos[agent] = {
                 "round": info["round"],
-                "rewards": {
-                    "query_success": own["query_success"],
-                    "cost": own["cost"],
-                    "cost_weight": lam,
-                },
+                "rewards": components,
                 "participants": own["participants"],
             }
         observations = self._observations()

@@ -195,7 +195,8 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     (with a trimmed refit or ``reward.trimmed_weight``, also ``trimmed``: the share of
     the participants who changed their reports whose rows the defence dropped);
     ``info["collectives"]``: per collective population, its ``participants``, their mean
-    ``cost`` and the ``query_success`` of the query group it acts for; ``info["round"]``:
+    ``cost`` and the ``query_success`` of the query group it acts for (under a trimmed
+    refit also its own ``trimmed`` share); ``info["round"]``:
     rounds done; with a ``limit``, ``info["limit"]``: whether it clipped the round's
     action (``clipped``), ``acting_rounds_left`` and ``cost_left`` (None: no such
     limit). ``people()`` gives the round's applicants as the rows of ``people.csv``

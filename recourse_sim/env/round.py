@@ -250,6 +250,11 @@ def update(engine: RoundEngine, work: RoundWork) -> None:
         if n_changed and state.defense.trimmed.any():
             trimmed = np.count_nonzero(state.defense.trimmed & work.changed)
             work.trimmed_share = trimmed / n_changed
+        if work.changes is not None:  # each collective's own share (its agent's penalty)
+            for population, joined, _ in work.changes.members:
+                own = joined & work.changed
+                dropped = np.count_nonzero(state.defense.trimmed & own)
+                work.collectives[population]["trimmed"] = dropped / max(int(own.sum()), 1)
     elif len(X_train):
         learner.update(X_train, y_train, start=work.update_start)
     work.model_stats = {

@@ -82,6 +82,34 @@ def test_rewards_are_each_collectives_own():
     assert rewards["n2_h1_students"] != rewards["n1_h1_students"]
 
 
+def test_a_trimmed_refit_costs_each_agent_its_own_trimmed_share():
+    env = _env(learner__defense__trim=0.2, reward__trimmed_weight=0.5)
+    env.reset(seed=1)
+    actions = {"n2_h1_students": np.full((2, 1), 1.0), "n1_h1_students": np.full((2, 1), 1.0)}
+    _, rewards, _, _, infos = env.step(actions)
+    for agent in env.possible_agents:
+        parts = infos[agent]["rewards"]
+        assert parts["trimmed_weight"] == 0.5 and 0.0 <= parts["trimmed"] <= 1.0
+        assert rewards[agent] == pytest.approx(
+            parts["query_success"] - parts["cost_weight"] * parts["cost"] - 0.5 * parts["trimmed"]
+        )
+    assert any(infos[a]["rewards"]["trimmed"] > 0 for a in env.possible_agents)
+
+
+def test_with_one_collective_its_trimmed_share_is_the_single_envs():
+    small = {"world__cohort_size": 200, "world__history_size": 400, "rounds": 2}
+    multi = RecourseParallelEnv("coordination_school_defended", **small)
+    single = RecourseEnv("coordination_school_defended", **small)
+    (agent,) = multi.possible_agents
+    multi.reset(seed=4)
+    single.reset(seed=4)
+    action = np.zeros(multi.action_space(agent).shape, np.float32)
+    _, rewards, _, _, infos = multi.step({agent: action})
+    _, reward, _, _, info = single.step(action)
+    assert infos[agent]["rewards"]["trimmed"] == info["rewards"]["trimmed"]
+    assert rewards[agent] == pytest.approx(reward, abs=1e-12)
+
+
 def test_an_idle_agent_pays_nothing_and_the_other_still_acts():
     env = _env()
     env.reset(seed=2)
