@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# strategic-ml's own code (PyPI strategic-ml 0.1.0) on the same people as
+# analyses/strategic_blobs.py, for analyses/results/strategic_blobs.md: the project's
+# python exports each seed's training rows and applicants, strategic-ml's interpreter
+# trains and scores its models on them (analyses/strategic_blobs_reference.py), then the
+# report is written again with their numbers beside ours.
+#
+#   analyses/strategic_blobs_reference.sh PYTHON [WORK]
+#
+# PYTHON: an interpreter with strategic-ml 0.1.0 and pytorch-lightning (and torch,
+# numpy, pandas); `python` on PATH: the project's (recourse-sim installed). WORK: a work
+# folder (default /tmp/strategic_blobs_reference). Writes
+# analyses/results/strategic_blobs_their_code.csv, strategic_blobs.csv and .md.
+set -euo pipefail
+reference_python=$1
+work=${2:-/tmp/strategic_blobs_reference}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$work"
+python "$here/strategic_blobs.py" --export "$work/people.csv"
+OMP_NUM_THREADS=1 "$reference_python" "$here/strategic_blobs_reference.py" \
+  "$work/people.csv" "$here/results/strategic_blobs_their_code.csv"
+python "$here/strategic_blobs.py"
