@@ -8,7 +8,10 @@
 #   analyses/strategic_blobs_reference.sh PYTHON [WORK]
 #
 # PYTHON: an interpreter with strategic-ml 0.1.0 and pytorch-lightning (and torch,
-# numpy, pandas); `python` on PATH: the project's (recourse-sim installed). WORK: a work
+# numpy, pandas): the committed run used a copy of the project's virtualenv plus
+# `pip install --no-deps strategic-ml==0.1.0 pytorch-lightning==2.6.6 torchmetrics==1.9.0
+# lightning-utilities==0.15.3` (torch 2.13 CPU as installed); `python` on PATH: the
+# project's (recourse-sim installed). WORK: a work
 # folder (default /tmp/strategic_blobs_reference). Writes
 # analyses/results/strategic_blobs_their_code.csv, strategic_blobs.csv and .md.
 set -euo pipefail
