@@ -38,6 +38,7 @@ from recourse_sim.learners.logistic_math import (
     MIN_STEP,
     binary_goal_loss,
     sigmoid,
+    softplus_sigmoid,
 )
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.collective import (
@@ -185,8 +186,7 @@ def _blocks(S: int, N: int):
 def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: bool = True):
     """(P, risk R(θ) or None) of each world at θ (S, D) (`LogisticRegression._risk_np`
     with its probabilities, binary, intercept last and unpenalised; `rows` (S, N) 0/1
-    floats, None: every column is a row): the single learner's elementwise functions
-    (`softplus_sigmoid`), block by block of worlds."""
+    floats, None: every column is a row), block by block of worlds."""
     S, N = y.shape
     if S * N <= _BLOCK_NUMBERS:
         return _at_block(theta, Zt, y, rows, C, risk)
@@ -198,29 +198,39 @@ def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: 
     return P, f
 
 
+# exp(−z) is finite below this logit magnitude (float64 overflows past 709.78)
+_EXP_SAFE = 700.0
+
+
 def _at_block(theta, Zt, y, rows, C: float, risk: bool):
-    """`_at` of one block of worlds."""
+    """`_at` of one block of worlds: from one exp(−z), P = 1 / (1 + exp(−z)) and each
+    row's loss softplus(z) − y z = log1p(exp(−z)) + (1 − y) z (the single learner's
+    `softplus_sigmoid` from exp(−|z|) to rounding: as accurate, in fewer passes); its
+    own functions where some z is too negative for exp(−z)."""
     z = np.matmul(theta[:, None, :], Zt)[:, 0]
-    e = np.abs(z)
-    np.negative(e, out=e)
-    np.exp(e, out=e)
-    # sigmoid_of(z, e): e / (1 + e) where z < 0, else 1 / (1 + e); the numerator is
-    # exp(min(z, 0)), the same numbers (e where z < 0, exp(0) = 1 else) in fewer passes
-    # than masks
-    P = np.minimum(z, 0.0)
-    np.exp(P, out=P)
-    one_plus = e + 1.0
-    P /= one_plus
+    if z.size and z.min() < -_EXP_SAFE:
+        return _at_block_wide(theta, z, y, rows, C, risk)
+    E = np.negative(z)
+    np.exp(E, out=E)
+    P = E + 1.0
+    np.reciprocal(P, out=P)
     if not risk:
         return P, None
-    # softplus: max(z, 0) + log1p(e)
-    np.log1p(e, out=e)
-    soft = np.maximum(z, 0.0, out=one_plus)
-    soft += e
-    # each row's loss first, as the single learner sums them (the two sums apart would
-    # cancel to far less precision than the Armijo test's slack)
-    z *= y
-    soft -= z
+    # each row's loss first, as the single learner sums them (softplus and y z summed
+    # apart would cancel to far less precision than the Armijo test's slack)
+    soft = np.log1p(E, out=E)
+    z -= z * y
+    soft += z
+    total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
+    return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
+
+
+def _at_block_wide(theta, z, y, rows, C: float, risk: bool):
+    """`_at_block` at logits `z` of any size (`softplus_sigmoid`)."""
+    soft, P = softplus_sigmoid(z)
+    if not risk:
+        return P, None
+    soft -= y * z
     total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
     return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
 
