@@ -26,7 +26,6 @@ rounding, not bit for bit.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -58,8 +57,8 @@ class Refits:
     matrix, transposed (W, D, N) with the intercept's row last — this round's rows in
     the first `n_new` columns, the older rounds it remembers after them, zero columns
     past a world's rows — its labels (W, N), which columns are rows (W, N), and the
-    products zₐ zᵦ (a ≤ b) of each row (W, D (D + 1) / 2, N), so that a Hessian is one
-    product with the curvatures.
+    products zₐ zᵦ of each row's features (a ≤ b < d; (W, d (d + 1) / 2, N)), so that
+    a Hessian is two products with the curvatures (`_hessian`).
 
     `X_new` (W, n_new, d): this round's training rows (`new_rows` (W, n_new): which
     are a world's); `old`: per world, the older rounds' rows and labels it keeps;
@@ -106,14 +105,14 @@ class Refits:
         labels = self.rows & (self.y == 1.0), self.rows & (self.y == 0.0)
         self.one_class = ~(labels[0].any(1) & labels[1].any(1))  # (fixed while Δ moves)
         D = d + 1
-        upper_a, upper_b = np.triu_indices(D)
+        # the products of the features' pairs (a <= b < d): the intercept's entries of a
+        # Hessian are Σ c zₐ (its row is 1 on every row, 0 on padding), products with Zt
+        upper_a, upper_b = np.triu_indices(d)
         self.pairs = list(zip(upper_a.tolist(), upper_b.tolist(), strict=True))
         self.outer = np.empty((W, len(self.pairs), N))
         for t, (a, b) in enumerate(self.pairs):
             np.multiply(Zt[:, a], Zt[:, b], out=self.outer[:, t])
-        fill = np.empty((D, D), np.intp)
-        fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
-        self.fill = fill.ravel()
+        self.fill = hessian_fill(D)
         if members is not None:
             self.mw, self.mr = np.nonzero(members)  # member rows, world by world
             self.X_m = X_new[self.mw, self.mr]
@@ -235,20 +234,44 @@ def _at_block_wide(theta, z, y, rows, C: float, risk: bool):
     return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
 
 
-def _hessian(outer: np.ndarray, P: np.ndarray, C: float, fill: np.ndarray) -> np.ndarray:
-    """∇²R (S, D, D) of each world at the probabilities P (`LogisticRegression._hessian`,
-    binary): C Zᵀ diag(p(1 − p)) Z, plus 1 on the penalised diagonal."""
+def hessian_fill(D: int) -> np.ndarray:
+    """For each entry of a flattened (D, D) Hessian, its index among `_hessian`'s
+    entries: the features' pairs (a <= b < D − 1, `Refits.outer`'s order), then the
+    intercept's column (a = 0..D − 1)."""
+    d = D - 1
+    upper_a, upper_b = np.triu_indices(d)
+    fill = np.empty((D, D), np.intp)
+    fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
+    fill[:, d] = fill[d, :] = len(upper_a) + np.arange(D)
+    return fill.ravel()
+
+
+def _hessian(
+    Zt: np.ndarray, outer: np.ndarray, P: np.ndarray, y: np.ndarray | None, C: float, fill
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """(∇R without the penalty's part (S, D), None without `y`; ∇²R (S, D, D)) of each
+    world at the probabilities P (`LogisticRegression._grad_np`, `_hessian`, binary):
+    C Zᵀ(P − y) and C Zᵀ diag(p(1 − p)) Z plus 1 on the penalised diagonal, the
+    intercept's column of the Hessian in one product with the gradient."""
     S, N = P.shape
-    entries = np.empty((S, outer.shape[1]))
-    for b in _blocks(S, N):
-        curvature = P[b] * (1.0 - P[b])
-        entries[b] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
+    D = Zt.shape[1]
+    if y is None:
+        curvature = P * (1.0 - P)
+        along = np.matmul(Zt, curvature[:, :, None])
+    else:
+        both = np.empty((S, 2, N))  # the residuals and the curvatures
+        np.subtract(P, y, out=both[:, 0])
+        curvature = both[:, 1]
+        np.multiply(P, 1.0 - P, out=curvature)
+        along = np.matmul(Zt, both.transpose(0, 2, 1))
+    entries = np.empty((S, outer.shape[1] + D))
+    entries[:, : outer.shape[1]] = np.matmul(outer, curvature[:, :, None])[..., 0]
+    entries[:, outer.shape[1] :] = along[..., -1]
     entries *= C
-    D = math.isqrt(len(fill))
     H = entries[:, fill].reshape(S, D, D)
     idx = np.arange(D - 1)
     H[:, idx, idx] += 1.0
-    return H
+    return (None if y is None else C * along[..., 0]), H
 
 
 def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -319,7 +342,7 @@ def newton_solve(
         ok = idx[fresh[idx]]
         out_H[ids[ok]], out_step[ids[ok]] = H[ok], step[ok]
         if len(stale):
-            Hs = _hessian(outer[stale], P[stale], C, fill)
+            _, Hs = _hessian(Zt[stale], outer[stale], P[stale], None, C, fill)
             out_H[ids[stale]], out_step[ids[stale]] = Hs, _solve(Hs, g[stale])
         going[idx] = False
 
@@ -333,13 +356,14 @@ def newton_solve(
             Zt, outer, y = Zt[keep], outer[keep], y[keep]
             rowsf = None if rowsf is None else rowsf[keep]
             going = np.ones(len(keep), bool)
-        g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0]
-        g[:, :-1] += th[:, :-1]
         need = going & ~reuse
         if need.any():
-            fresh_H = _hessian(outer, P, C, fill)
+            g, fresh_H = _hessian(Zt, outer, P, y, C, fill)
             H[need] = fresh_H[need]
             fresh |= need
+        else:
+            g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0]
+        g[:, :-1] += th[:, :-1]
         step = _solve(H, g)
         step[~going] = 0.0
         step_size = np.abs(step).max(1)
