@@ -252,26 +252,33 @@ def _hessian(
     """(∇R without the penalty's part (S, D), None without `y`; ∇²R (S, D, D)) of each
     world at the probabilities P (`LogisticRegression._grad_np`, `_hessian`, binary):
     C Zᵀ(P − y) and C Zᵀ diag(p(1 − p)) Z plus 1 on the penalised diagonal, the
-    intercept's column of the Hessian in one product with the gradient."""
+    intercept's column of the Hessian in one product with the gradient; block by block
+    of worlds (the residuals and curvatures stay in cache)."""
     S, N = P.shape
     D = Zt.shape[1]
-    if y is None:
-        curvature = P * (1.0 - P)
-        along = np.matmul(Zt, curvature[:, :, None])
-    else:
-        both = np.empty((S, 2, N))  # the residuals and the curvatures
-        np.subtract(P, y, out=both[:, 0])
-        curvature = both[:, 1]
-        np.multiply(P, 1.0 - P, out=curvature)
-        along = np.matmul(Zt, both.transpose(0, 2, 1))
-    entries = np.empty((S, outer.shape[1] + D))
-    entries[:, : outer.shape[1]] = np.matmul(outer, curvature[:, :, None])[..., 0]
-    entries[:, outer.shape[1] :] = along[..., -1]
+    pairs = outer.shape[1]
+    entries = np.empty((S, pairs + D))
+    g = None if y is None else np.empty((S, D))
+    for b in _blocks(S, N):
+        if y is None:
+            curvature = P[b] * (1.0 - P[b])
+            along = np.matmul(Zt[b], curvature[:, :, None])
+        else:
+            both = np.empty((len(P[b]), 2, N))  # the residuals and the curvatures
+            np.subtract(P[b], y[b], out=both[:, 0])
+            curvature = both[:, 1]
+            np.multiply(P[b], 1.0 - P[b], out=curvature)
+            along = np.matmul(Zt[b], both.transpose(0, 2, 1))
+            g[b] = along[..., 0]
+        entries[b, :pairs] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
+        entries[b, pairs:] = along[..., -1]
     entries *= C
     H = entries[:, fill].reshape(S, D, D)
     idx = np.arange(D - 1)
     H[:, idx, idx] += 1.0
-    return (None if y is None else C * along[..., 0]), H
+    if g is not None:
+        g *= C
+    return g, H
 
 
 def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
