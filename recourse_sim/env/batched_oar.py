@@ -20,7 +20,8 @@ once: the descent step (`collective._Box`), the projection and the typed roundin
 (`ActionSet.project_rows`, `repair`, `rounded`), row by row the same numbers (the
 batched env needs a projection that is row-wise: one actionable feature, or p = ∞,
 `native_reason`). Sums over rows (the refit's gradient and Hessian, the query loss)
-run in another order than the single learner's, so losses and parameters agree to
+run in another order than the single learner's, and P and the rows' losses come from
+exp(−z) rather than exp(−|z|) (`_at_block`), so losses and parameters agree to
 rounding, not bit for bit.
 """
 
