@@ -20,13 +20,13 @@ once: the descent step (`collective._Box`), the projection and the typed roundin
 (`ActionSet.project_rows`, `repair`, `rounded`), row by row the same numbers (the
 batched env needs a projection that is row-wise: one actionable feature, or p = ∞,
 `native_reason`). Sums over rows (the refit's gradient and Hessian, the query loss)
-run in another order than the single learner's, so losses and parameters agree to
+run in another order than the single learner's, and P and the rows' losses come from
+exp(−z) rather than exp(−|z|) (`_at_block`), so losses and parameters agree to
 rounding, not bit for bit.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -38,6 +38,7 @@ from recourse_sim.learners.logistic_math import (
     MIN_STEP,
     binary_goal_loss,
     sigmoid,
+    softplus_sigmoid,
 )
 from recourse_sim.recourse.action_set import ActionSet
 from recourse_sim.recourse.collective import (
@@ -57,8 +58,8 @@ class Refits:
     matrix, transposed (W, D, N) with the intercept's row last — this round's rows in
     the first `n_new` columns, the older rounds it remembers after them, zero columns
     past a world's rows — its labels (W, N), which columns are rows (W, N), and the
-    products zₐ zᵦ (a ≤ b) of each row (W, D (D + 1) / 2, N), so that a Hessian is one
-    product with the curvatures.
+    products zₐ zᵦ of each row's features (a ≤ b < d; (W, d (d + 1) / 2, N)), so that
+    a Hessian is two products with the curvatures (`_hessian`).
 
     `X_new` (W, n_new, d): this round's training rows (`new_rows` (W, n_new): which
     are a world's); `old`: per world, the older rounds' rows and labels it keeps;
@@ -105,14 +106,14 @@ class Refits:
         labels = self.rows & (self.y == 1.0), self.rows & (self.y == 0.0)
         self.one_class = ~(labels[0].any(1) & labels[1].any(1))  # (fixed while Δ moves)
         D = d + 1
-        upper_a, upper_b = np.triu_indices(D)
+        # the products of the features' pairs (a <= b < d): the intercept's entries of a
+        # Hessian are Σ c zₐ (its row is 1 on every row, 0 on padding), products with Zt
+        upper_a, upper_b = np.triu_indices(d)
         self.pairs = list(zip(upper_a.tolist(), upper_b.tolist(), strict=True))
         self.outer = np.empty((W, len(self.pairs), N))
         for t, (a, b) in enumerate(self.pairs):
             np.multiply(Zt[:, a], Zt[:, b], out=self.outer[:, t])
-        fill = np.empty((D, D), np.intp)
-        fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
-        self.fill = fill.ravel()
+        self.fill = hessian_fill(D)
         if members is not None:
             self.mw, self.mr = np.nonzero(members)  # member rows, world by world
             self.X_m = X_new[self.mw, self.mr]
@@ -122,36 +123,59 @@ class Refits:
                 for t, (a, b) in enumerate(self.pairs)
                 if a in self.columns or b in self.columns
             ]
-            # each member row's flat position in Zt (feature 0) and in outer (pair 0), its
-            # design row (the moving columns rewritten by `set_members`)
+            # each member row's flat position in Zt (feature 0) and in outer (pair 0), in
+            # P (W, N); its design row, column by column (the moving columns rewritten by
+            # `set_members`), label and scale
             self._z_at = (self.mw * D) * N + self.mr
             self._outer_at = (self.mw * len(self.pairs)) * N + self.mr
-            self._shift_m, self._scale_m = shift[self.mw], scale[self.mw]
+            self.p_at = self.mw * N + self.mr
+            self._x_cols = {j: np.ascontiguousarray(self.X_m[:, j]) for j in self.columns}
+            self._shift_cols = {j: shift[self.mw, j] for j in self.columns}
+            self._scale_cols = {j: scale[self.mw, j] for j in self.columns}
             self._design_m = Zt[self.mw, :, self.mr]
+            self.y_m = self.y[self.mw, self.mr]
+            self.scale_m = scale[self.mw]
+            # each world's first member row and count (rows are world by world)
+            self.member_counts = np.bincount(self.mw, minlength=W)
+            self.member_starts = np.concatenate([[0], np.cumsum(self.member_counts)[:-1]])
 
-    def set_members(self, sel: np.ndarray, delta: np.ndarray) -> None:
-        """The member rows `sel` (a mask of them) become x + `delta` (their rows, (k, d);
-        zero outside `columns`)."""
+    def set_members(self, sel: np.ndarray | None, delta: np.ndarray) -> None:
+        """The member rows `sel` (a mask of them; None: all) become x + `delta` (their
+        rows, (k, d); zero outside `columns`)."""
         N = self.Zt.shape[2]
         Z, outer = self.Zt.reshape(-1), self.outer.reshape(-1)
+        design = self._design_m
+        if sel is None:
+            z_at, outer_at = self._z_at, self._outer_at
+            for j in self.columns:
+                column = ((self._x_cols[j] + delta[:, j]) - self._shift_cols[j]) / (
+                    self._scale_cols[j]
+                )
+                design[:, j] = column
+                Z.put(z_at + j * N, column)
+            for t, a, b in self.moving_pairs:
+                outer.put(outer_at + t * N, design[:, a] * design[:, b])
+            return
         z_at, outer_at = self._z_at[sel], self._outer_at[sel]
-        X, shift, scale = self.X_m[sel], self._shift_m[sel], self._scale_m[sel]
-        design = self._design_m[sel]
+        rows = design[sel]
         for j in self.columns:
-            design[:, j] = ((X[:, j] + delta[:, j]) - shift[:, j]) / scale[:, j]
-            Z.put(z_at + j * N, design[:, j])
-        self._design_m[sel] = design
+            column = ((self._x_cols[j][sel] + delta[:, j]) - self._shift_cols[j][sel]) / (
+                self._scale_cols[j][sel]
+            )
+            rows[:, j] = column
+            Z.put(z_at + j * N, column)
+        design[sel] = rows
         for t, a, b in self.moving_pairs:
-            outer.put(outer_at + t * N, design[:, a] * design[:, b])
+            outer.put(outer_at + t * N, rows[:, a] * rows[:, b])
 
-    def member_design(self, sel: np.ndarray) -> np.ndarray:
-        """The design rows (k, D) of the member rows `sel`."""
-        return self._design_m[sel]
+    def member_design(self, sel: np.ndarray | None) -> np.ndarray:
+        """The design rows (k, D) of the member rows `sel` (None: all)."""
+        return self._design_m if sel is None else self._design_m[sel]
 
 
 # Elementwise passes run over blocks of worlds of about this many numbers (each array
 # of a block stays in cache; every number and row sum is the same whatever the block)
-_BLOCK_NUMBERS = 16_384
+_BLOCK_NUMBERS = 65_536
 
 
 def _blocks(S: int, N: int):
@@ -162,8 +186,7 @@ def _blocks(S: int, N: int):
 def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: bool = True):
     """(P, risk R(θ) or None) of each world at θ (S, D) (`LogisticRegression._risk_np`
     with its probabilities, binary, intercept last and unpenalised; `rows` (S, N) 0/1
-    floats, None: every column is a row): the single learner's elementwise functions
-    (`softplus_sigmoid`), block by block of worlds."""
+    floats, None: every column is a row), block by block of worlds."""
     S, N = y.shape
     if S * N <= _BLOCK_NUMBERS:
         return _at_block(theta, Zt, y, rows, C, risk)
@@ -175,46 +198,88 @@ def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: 
     return P, f
 
 
+# exp(−z) is finite below this logit magnitude (float64 overflows past 709.78)
+_EXP_SAFE = 700.0
+
+
 def _at_block(theta, Zt, y, rows, C: float, risk: bool):
-    """`_at` of one block of worlds."""
+    """`_at` of one block of worlds: from one exp(−z), P = 1 / (1 + exp(−z)) and each
+    row's loss softplus(z) − y z = log1p(exp(−z)) + (1 − y) z (the single learner's
+    `softplus_sigmoid` from exp(−|z|) to rounding: as accurate, in fewer passes); its
+    own functions where some z is too negative for exp(−z)."""
     z = np.matmul(theta[:, None, :], Zt)[:, 0]
-    e = np.abs(z)
-    np.negative(e, out=e)
-    np.exp(e, out=e)
-    # sigmoid_of(z, e): e / (1 + e) where z < 0, else 1 / (1 + e)
-    nonnegative = z >= 0
-    P = np.multiply(e, ~nonnegative)
-    P += nonnegative
-    one_plus = e + 1.0
-    P /= one_plus
+    if z.size and z.min() < -_EXP_SAFE:
+        return _at_block_wide(theta, z, y, rows, C, risk)
+    E = np.negative(z)
+    np.exp(E, out=E)
+    P = E + 1.0
+    np.reciprocal(P, out=P)
     if not risk:
         return P, None
-    # softplus: max(z, 0) + log1p(e)
-    np.log1p(e, out=e)
-    soft = np.maximum(z, 0.0, out=one_plus)
-    soft += e
-    # each row's loss first, as the single learner sums them (the two sums apart would
-    # cancel to far less precision than the Armijo test's slack)
-    z *= y
-    soft -= z
+    # each row's loss first, as the single learner sums them (softplus and y z summed
+    # apart would cancel to far less precision than the Armijo test's slack)
+    soft = np.log1p(E, out=E)
+    z -= z * y
+    soft += z
     total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
     return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
 
 
-def _hessian(outer: np.ndarray, P: np.ndarray, C: float, fill: np.ndarray) -> np.ndarray:
-    """∇²R (S, D, D) of each world at the probabilities P (`LogisticRegression._hessian`,
-    binary): C Zᵀ diag(p(1 − p)) Z, plus 1 on the penalised diagonal."""
+def _at_block_wide(theta, z, y, rows, C: float, risk: bool):
+    """`_at_block` at logits `z` of any size (`softplus_sigmoid`)."""
+    soft, P = softplus_sigmoid(z)
+    if not risk:
+        return P, None
+    soft -= y * z
+    total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
+    return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
+
+
+def hessian_fill(D: int) -> np.ndarray:
+    """For each entry of a flattened (D, D) Hessian, its index among `_hessian`'s
+    entries: the features' pairs (a <= b < D − 1, `Refits.outer`'s order), then the
+    intercept's column (a = 0..D − 1)."""
+    d = D - 1
+    upper_a, upper_b = np.triu_indices(d)
+    fill = np.empty((D, D), np.intp)
+    fill[upper_a, upper_b] = fill[upper_b, upper_a] = np.arange(len(upper_a))
+    fill[:, d] = fill[d, :] = len(upper_a) + np.arange(D)
+    return fill.ravel()
+
+
+def _hessian(
+    Zt: np.ndarray, outer: np.ndarray, P: np.ndarray, y: np.ndarray | None, C: float, fill
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """(∇R without the penalty's part (S, D), None without `y`; ∇²R (S, D, D)) of each
+    world at the probabilities P (`LogisticRegression._grad_np`, `_hessian`, binary):
+    C Zᵀ(P − y) and C Zᵀ diag(p(1 − p)) Z plus 1 on the penalised diagonal, the
+    intercept's column of the Hessian in one product with the gradient; block by block
+    of worlds (the residuals and curvatures stay in cache)."""
     S, N = P.shape
-    entries = np.empty((S, outer.shape[1]))
+    D = Zt.shape[1]
+    pairs = outer.shape[1]
+    entries = np.empty((S, pairs + D))
+    g = None if y is None else np.empty((S, D))
     for b in _blocks(S, N):
-        curvature = P[b] * (1.0 - P[b])
-        entries[b] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
+        if y is None:
+            curvature = P[b] * (1.0 - P[b])
+            along = np.matmul(Zt[b], curvature[:, :, None])
+        else:
+            both = np.empty((len(P[b]), 2, N))  # the residuals and the curvatures
+            np.subtract(P[b], y[b], out=both[:, 0])
+            curvature = both[:, 1]
+            np.multiply(P[b], 1.0 - P[b], out=curvature)
+            along = np.matmul(Zt[b], both.transpose(0, 2, 1))
+            g[b] = along[..., 0]
+        entries[b, :pairs] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
+        entries[b, pairs:] = along[..., -1]
     entries *= C
-    D = math.isqrt(len(fill))
     H = entries[:, fill].reshape(S, D, D)
     idx = np.arange(D - 1)
     H[:, idx, idx] += 1.0
-    return H
+    if g is not None:
+        g *= C
+    return g, H
 
 
 def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -285,7 +350,7 @@ def newton_solve(
         ok = idx[fresh[idx]]
         out_H[ids[ok]], out_step[ids[ok]] = H[ok], step[ok]
         if len(stale):
-            Hs = _hessian(outer[stale], P[stale], C, fill)
+            _, Hs = _hessian(Zt[stale], outer[stale], P[stale], None, C, fill)
             out_H[ids[stale]], out_step[ids[stale]] = Hs, _solve(Hs, g[stale])
         going[idx] = False
 
@@ -299,13 +364,14 @@ def newton_solve(
             Zt, outer, y = Zt[keep], outer[keep], y[keep]
             rowsf = None if rowsf is None else rowsf[keep]
             going = np.ones(len(keep), bool)
-        g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0]
-        g[:, :-1] += th[:, :-1]
         need = going & ~reuse
         if need.any():
-            fresh_H = _hessian(outer, P, C, fill)
+            g, fresh_H = _hessian(Zt, outer, P, y, C, fill)
             H[need] = fresh_H[need]
             fresh |= need
+        else:
+            g = C * np.matmul(Zt, (P - y)[:, :, None])[..., 0]
+        g[:, :-1] += th[:, :-1]
         step = _solve(H, g)
         step[~going] = 0.0
         step_size = np.abs(step).max(1)
@@ -335,7 +401,11 @@ def newton_solve(
             f[ok] = f_trial[ok]
         else:
             ok = np.zeros(len(going), bool)
-        th[took], P[took] = trial[took], trial_P[took]
+        th[took] = trial[took]
+        if took.all():
+            P = trial_P
+        else:
+            np.copyto(P, trial_P, where=took[:, None])
         f[untested] = np.nan
         pending = np.flatnonzero(tested & ~ok)
         t[pending] = 0.5
@@ -402,9 +472,10 @@ class _Objective:
         `worlds`, sorted) (k, d), θ⁺) of `worlds` at their members' perturbations
         `delta` (k, d)."""
         r, C = self.refits, self.C
-        r.set_members(sel, delta)
         W = len(self.start)
-        if len(worlds) == W:
+        everyone = len(worlds) == W
+        r.set_members(None if everyone else sel, delta)
+        if everyone:
             part = slice(None)
             active = None
         elif len(worlds) >= _COMPACT * W:
@@ -429,29 +500,43 @@ class _Objective:
             active,
             r.one_class[part],
         )
-        if active is not None:  # (computed for every world: theirs only)
-            th_star, H, P, step, one = (a[worlds] for a in (th_star, H, P, step, one))
+        if active is not None:  # (computed for every world: theirs only; P kept whole)
+            th_star, H, step, one = (a[worlds] for a in (th_star, H, step, one))
         th = th_star - step
         th[one] = th_star[one]  # one class: θ kept
-        Zq, q_rows, m = self.Zq[worlds], self.q_rows[worlds], self.n_queries[worlds]
+        if everyone:
+            Zq, q_rows, m, goal = self.Zq, self.q_rows, self.n_queries, self.goal
+        else:
+            Zq, q_rows = self.Zq[worlds], self.q_rows[worlds]
+            m, goal = self.n_queries[worlds], self.goal[worlds]
         p1 = sigmoid(np.matmul(th[:, None, :], Zq)[:, 0])
-        losses, residual = binary_goal_loss(p1, self.goal[worlds, None])
+        losses, residual = binary_goal_loss(p1, goal[:, None])
         loss = (losses * q_rows).sum(1) / m
         residual = residual * q_rows / m[:, None]
         dtheta = np.matmul(Zq, residual[:, :, None])[..., 0]
         H[one] = np.eye(th.shape[1])  # (any solvable system: their gradient is 0)
         v = _solve(H, dtheta)
-        # the members' rows of `refit_hypergradient`'s rank-two gradient
+        # the members' rows of `refit_hypergradient`'s rank-two gradient: each row's
+        # world among `worlds` (k) and its entry of P (whose rows are every world's,
+        # or `worlds`' where they were copied out)
         d = r.d
-        k = np.searchsorted(worlds, r.mw[sel])  # each row's world among `worlds`
-        Zm = r.member_design(sel)
-        Pm = P[k, r.mr[sel]]
-        ym = r.y[r.mw[sel], r.mr[sel]]
-        along_w = -C * (Pm * (1.0 - Pm)) * np.einsum("rd,rd->r", Zm, v[k])
+        if everyone:
+            k, p_at, ym, scale = r.mw, r.p_at, r.y_m, r.scale_m
+        else:
+            mw = r.mw[sel]
+            k = np.searchsorted(worlds, mw)
+            p_at = r.p_at[sel] if active is not None else k * P.shape[1] + r.mr[sel]
+            ym, scale = r.y_m[sel], r.scale_m[sel]
+        Zm = r.member_design(None if everyone else sel)
+        Pm = P.reshape(-1).take(p_at)
+        v_k = v.take(k, axis=0)
+        along_w = -C * (Pm * (1.0 - Pm)) * np.einsum("rd,rd->r", Zm, v_k)
         along_v = -C * (Pm - ym)
-        grad = along_w[:, None] * th_star[k, :d] + along_v[:, None] * v[k, :d]
-        grad /= r.scale[r.mw[sel]]
-        grad[one[k]] = 0.0
+        grad = along_w[:, None] * th_star.take(k, axis=0)[:, :d]
+        grad += along_v[:, None] * v_k[:, :d]
+        grad /= scale
+        if one.any():
+            grad[one[k]] = 0.0
         self.start[worlds] = th
         self.factor[worlds] = H
         self.has_factor[worlds] = ~one
@@ -515,14 +600,22 @@ def oar_batch(
     step = _INITIAL_STEP * eps
     searching = np.ones(W, bool)
     stall = _STALL_TOL * np.maximum(eps, 1.0)
+    counts, starts = refits.member_counts, refits.member_starts
     for _ in range(steps):
         if not searching.any():
             break
-        sel = searching[mw]
-        idx = np.flatnonzero(sel)
-        length = step[mw[idx]]
-        if len(idx) == len(mw):  # every world searching: no copies
-            idx = slice(None)
+        if searching.all():  # every world searching: no copies
+            sel, idx = all_rows, slice(None)
+            length = step[mw]
+            worlds_now = np.flatnonzero(counts)
+            first = starts[worlds_now]
+        else:
+            sel = searching[mw]
+            idx = np.flatnonzero(sel)
+            length = step[mw[idx]]
+            # each searching world's first row among `idx` (its rows are consecutive)
+            worlds_now = np.flatnonzero(searching & (counts > 0))
+            first = np.cumsum(counts[worlds_now]) - counts[worlds_now]
         moved = np.zeros((len(mw), d)) if isinstance(idx, np.ndarray) else None
         stepped = box.step(
             current[idx], grad_m[idx], length[:, None] if box.p == np.inf else length, idx
@@ -534,26 +627,37 @@ def oar_batch(
         trial = per_set(
             lambda aset, part, X, m: aset.project_rows(X, m, box_of(part)), sel, X_m, moved
         )
-        change = np.abs(trial - current[idx]).max(1)
-        # each searching world's largest move (its rows are consecutive)
-        worlds_now, first = np.unique(mw[idx], return_index=True)
+        # each row's largest change (column by column: a reduction along d is slow)
+        diff = np.abs(trial - current[idx])
+        change = diff[:, 0].copy()
+        for j in range(1, d):
+            np.maximum(change, diff[:, j], out=change)
+        # each searching world's largest move
         moves = np.zeros(W)
         moves[worlds_now] = np.maximum.reduceat(change, first)
         searching &= moves > stall  # a fixed point: no trial
         worlds = np.flatnonzero(searching)
         if not len(worlds):
             break
-        now = searching[mw]
-        trial_rows = current.copy()
-        trial_rows[idx] = trial
-        t_loss, t_grad, t_state = objective(worlds, now, trial_rows[now])
+        if len(worlds) == W:  # (then every row was stepped: `trial` is every row's)
+            now, trial_rows = all_rows, trial
+            t_loss, t_grad, t_state = objective(worlds, all_rows, trial)
+        else:
+            now = searching[mw]
+            trial_rows = current.copy()
+            trial_rows[idx] = trial
+            t_loss, t_grad, t_state = objective(worlds, now, trial_rows[now])
         better = t_loss < loss[worlds]
         took = worlds[better]
-        if len(took):
+        if len(took) == W:
+            current, grad_m = trial_rows, t_grad
+            loss, state = t_loss, t_state
+            step = np.minimum(step * _GROW, _MAX_STEP * eps)
+        elif len(took):
             took_rows = np.zeros(W, bool)
             took_rows[took] = True
             took_rows = took_rows[mw]
-            current[took_rows] = trial_rows[took_rows]
+            np.copyto(current, trial_rows, where=took_rows[:, None])
             grad_m[took_rows] = t_grad[took_rows[now]]
             loss[took], state[took] = t_loss[better], t_state[better]
             step[took] = np.minimum(step[took] * _GROW, _MAX_STEP * eps[took])

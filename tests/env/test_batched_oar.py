@@ -11,7 +11,7 @@ import torch
 import recourse_sim  # noqa: F401 - registers the environments
 from recourse_sim.env import RecourseEnv
 from recourse_sim.env.batched import BatchedRecourseEnv, native_reason
-from recourse_sim.env.batched_oar import Refits, newton_solve, oar_batch
+from recourse_sim.env.batched_oar import Refits, _at, _hessian, newton_solve, oar_batch
 from recourse_sim.learners.logistic import LogisticRegression
 from recourse_sim.recourse import ActionSet
 from recourse_sim.recourse.collective import collective_recourse
@@ -94,6 +94,48 @@ def _problem(seed: int, n: int = 200, d: int = 3, old: int = 0):
 def _learner(X, y, window):
     learner = LogisticRegression(update_rule="window", window=window, standardize=True)
     return learner.fit(X, y)
+
+
+def test_refit_pieces_are_the_single_learners_closed_forms():
+    """P, the risk, gradient and Hessian of the batched refits (`_at`, `_hessian`) are
+    the single learner's (`_risk_np`, `_grad_np`, `_hessian`) to rounding, world by
+    world: padded worlds, and logits past ±700, where exp(−z) overflows, included."""
+    rng = np.random.default_rng(3)
+    n, d = 120, 2
+    learner = LogisticRegression(C=0.7)
+    X = rng.normal(size=(2, n, d))
+    y = (rng.random((2, n)) < 0.4).astype(float)
+    theta = np.array([[0.8, -1.3, 0.2], [400.0, -300.0, 5.0]])  # world 1: |z| up to ~1000
+    rows = np.ones((2, n))
+    rows[0, 100:] = 0.0  # world 0 has 100 rows
+    Z = np.concatenate([X, np.ones((2, n, 1))], axis=2) * rows[:, :, None]
+    refits = Refits(
+        X,
+        y,
+        rows.astype(bool),
+        [(np.zeros((0, d)), np.zeros(0))] * 2,
+        np.zeros((2, d)),
+        np.ones((2, d)),
+    )
+    assert np.abs(refits.Zt[1].T @ theta[1]).max() > 700
+    # each world alone (world 0: exp(−z) everywhere finite) and both in one block
+    for part in (slice(0, 1), slice(1, 2), slice(0, 2)):
+        args = (refits.Zt[part], refits.y[part], refits.rows_float[part], learner.C)
+        P, f = _at(theta[part], *args)
+        g, H = _hessian(
+            refits.Zt[part], refits.outer[part], P, refits.y[part], learner.C, refits.fill
+        )
+        g[:, :-1] += theta[part, :-1]  # (the penalty's part)
+        for k, w in enumerate(range(2)[part]):
+            m = 100 if w == 0 else n
+            Z_w, th = Z[w, :m], theta[w][None]
+            risk, P_w = learner._risk_np(th, Z_w, y[w, :m, None], with_proba=True)
+            np.testing.assert_allclose(P[k, :m], P_w[:, 0], rtol=1e-14, atol=1e-300)
+            assert abs(f[k] - risk) <= 1e-13 * abs(risk)
+            g_w = learner._grad_np(th, Z_w, y[w, :m, None], None, P_w)[0]
+            np.testing.assert_allclose(g[k], g_w, rtol=1e-12, atol=1e-12)
+            H_w = learner._hessian(th, Z_w, None, P_w)
+            np.testing.assert_allclose(H[k], H_w, rtol=1e-13, atol=1e-13)
 
 
 def test_newton_solve_is_the_single_learners_refit():
