@@ -153,7 +153,7 @@ def test_checking_a_scenario_imports_no_torch():
 def test_building_a_scenario_up_to_its_first_fit_imports_no_torch():
     """Everything `validate` checks before it fits the first model (the world, its data
     and history, the action sets, every population's strategy, the learner built from its
-    hyperparameters) runs without torch; the fit itself is torch's."""
+    hyperparameters) runs without torch (and `validate` fits that model on numpy: below)."""
     code = (
         "import sys\n"
         "import numpy as np\n"
