@@ -4,6 +4,7 @@ reaches a module needing torch only for its computations does not pay torch's im
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 
@@ -38,4 +39,12 @@ class LazyModule:
         return f"<lazy module {self._name!r}>"
 
 
-__all__ = ["LazyModule"]
+def is_tensor(value: Any) -> bool:
+    """Whether `value` is a torch tensor, without importing torch: before torch is
+    imported, nothing is one (``isinstance(value, torch.Tensor)`` on a `LazyModule`
+    imports it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+__all__ = ["LazyModule", "is_tensor"]

@@ -139,10 +139,12 @@ def preflight(scenario: Scenario) -> list[str]:
     environment is built and reset (classes, goals, learner parameters through the
     learner's own validation, the world's data), then dropped. `recourse-sim validate`
     and a sweep's up-front check use it, so a scenario they accept does not fail at
-    round 0. Returns `world_summary`'s lines."""
+    round 0. Returns `world_summary`'s lines. The first model is fitted on numpy where
+    the learner can (`RecourseEnv.reset_for_checks`), so checking a scenario whose start
+    needs no torch does not import it."""
     env = _make_env(scenario)
     try:
-        env.reset(seed=0)
+        env.reset_for_checks(seed=0)
         return world_summary(env)
     finally:
         env.close()

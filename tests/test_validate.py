@@ -153,7 +153,7 @@ def test_checking_a_scenario_imports_no_torch():
 def test_building_a_scenario_up_to_its_first_fit_imports_no_torch():
     """Everything `validate` checks before it fits the first model (the world, its data
     and history, the action sets, every population's strategy, the learner built from its
-    hyperparameters) runs without torch; the fit itself is torch's."""
+    hyperparameters) runs without torch (and `validate` fits that model on numpy: below)."""
     code = (
         "import sys\n"
         "import numpy as np\n"
@@ -189,3 +189,72 @@ def test_validate_refuses_a_bad_file_without_importing_torch(tmp_path):
     proc = _fresh(code)
     assert proc.stdout == "2 False\n", (proc.stdout, proc.stderr)
     assert proc.stderr.startswith("error: ") and "did you mean 'mlp'" in proc.stderr
+
+
+# bundled scenarios whose start needs no torch, one per learner and world kind with a
+# numpy fit (logistic regression as is, standardised, strategic; nearest centroid;
+# tabular, generated, random-forest-oracle and causal worlds)
+TORCH_FREE = (
+    "school_assignment",
+    "lending_fico",
+    "lending_german",
+    "strategic_blobs",
+    "oar_iris",
+    "performative_linear_additive",
+)
+
+
+def _cpu_free(text: str) -> str:
+    """`text` without the causal search's measured CPU estimate (it varies run to run)."""
+    import re
+
+    return re.sub(r"about \S+ s CPU", "about … s CPU", text)
+
+
+@pytest.mark.slow  # (a fresh interpreter)
+def test_validate_imports_no_torch_and_prints_what_a_run_would_fit():
+    """`validate` fits the first model on numpy (`Learner.fit_numpy`): torch is never
+    imported, and its screen is the one the environment gives after the reset a run
+    makes (the first model fitted by torch)."""
+    from recourse_sim.env import RecourseEnv
+    from recourse_sim.scenarios import belief_notes
+    from recourse_sim.simulate import world_summary
+
+    code = (
+        "import sys\n"
+        "from recourse_sim.cli import main\n"
+        f"status = main(['validate', *{list(TORCH_FREE)!r}])\n"
+        "print('status', status, 'torch' in sys.modules)\n"
+    )
+    proc = _fresh(code)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    *screens, last = proc.stdout.splitlines()
+    assert last == "status 0 False", proc.stdout
+    expected = []
+    for name in TORCH_FREE:
+        scenario = load_scenario(name)
+        env = RecourseEnv(scenario)
+        env.reset(seed=0)
+        expected += [f"ok: {name}", *(f"note: {line}" for line in belief_notes(scenario))]
+        expected += [f"  {line}" for line in world_summary(env)]
+    assert _cpu_free("\n".join(screens)) == _cpu_free("\n".join(expected))
+    assert "289 candidate actions per person" in proc.stdout  # (the causal world's count)
+
+
+@pytest.mark.slow  # (a fresh interpreter)
+def test_validate_checks_the_learner_values_without_importing_torch(tmp_path):
+    """A learner value only a fit rejects (C < 0) is refused by the numpy fit."""
+    path = tmp_path / "bad.yaml"
+    text = load_scenario("school_assignment").to_yaml()
+    bad = text.replace("  params:\n    C: 1.0", "  params:\n    C: -1.0")
+    path.write_text(bad, encoding="utf-8")
+    assert "C: -1.0" in path.read_text(encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from recourse_sim.cli import main\n"
+        f"status = main(['validate', {str(path)!r}])\n"
+        "print(status, 'torch' in sys.modules)\n"
+    )
+    proc = _fresh(code)
+    assert proc.stdout == "2 False\n", (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: ") and "learner: C=-1.0 must be a positive" in proc.stderr

@@ -249,7 +249,8 @@ class RoundEngine:
 
     def param_count(self) -> int:
         """Length of the learner's parameter vector, from a fit on a tiny fixed dataset
-        (the count depends only on the learner, d and k)."""
+        (the count depends only on the learner, d and k); on numpy where the learner
+        can (`Learner.fit_numpy`: only the shapes matter)."""
         k, d = self.n_classes, self.n_features
         y = np.tile(np.arange(k), 2)
         X = np.outer(y, np.ones(d)) + np.repeat([0.0, 0.5], k)[:, None]
@@ -258,7 +259,7 @@ class RoundEngine:
             # only the shapes of the probe's parameters matter, not how well it fit
             warnings.simplefilter("ignore")
             try:
-                probe.fit(X, y)
+                probe.fit_numpy(X, y)
             except ConfigError as exc:
                 raise ConfigError(f"{self.scenario.source}: learner: {exc}") from None
         return len(probe.param_vector())
@@ -641,7 +642,12 @@ class RoundEngine:
         evaluate one cohort. Updates replace the learner's state dict rather than
         modify it, so its identity tells two models apart.
         """
-        key = (self.learner, self.learner.state_, c, self.state.pare.get("decision_threshold"))
+        key = (
+            self.learner,
+            self.learner.current_state(),
+            c,
+            self.state.pare.get("decision_threshold"),
+        )
         if self.state.kept_decisions is not None:
             (learner, state, cohort, threshold), proba, favourable = self.state.kept_decisions
             if learner is key[0] and state is key[1] and cohort is key[2] and threshold == key[3]:

@@ -15,6 +15,9 @@ Both are pure: they never modify their inputs in place and never read ``self.sta
 The numpy methods (`fit`, `update`, `predict_proba`, `predict`) are thin wrappers
 around these two functions, so the simulation and the hypergradients of collective
 recourse always use one and the same update rule.
+
+`Learner.fit_numpy` fits without torch where a learner can (its state is numpy arrays
+until something reads ``state_``), for checks that only read the fitted model.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recourse_sim.errors import ConfigError, NotFittedError
-from recourse_sim.lazy import LazyModule
+from recourse_sim.lazy import LazyModule, is_tensor
 
 if TYPE_CHECKING:
     import torch
@@ -93,6 +96,12 @@ def as_tensor(a) -> torch.Tensor:
     arr = np.asarray(a, dtype=np.float64)
     # torch cannot share memory with a read-only array (cached datasets are read-only)
     return torch.from_numpy(arr) if arr.flags.writeable else torch.tensor(arr)
+
+
+def as_array(value) -> np.ndarray:
+    """A state entry as a numpy array: a torch tensor's zero-copy view, an array itself
+    (without importing torch: the state of `Learner.fit_numpy` holds arrays)."""
+    return value.detach().numpy() if is_tensor(value) else value
 
 
 def remember(
@@ -258,6 +267,17 @@ class Learner(ABC):
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         """Parameters fitted from scratch on (X, y)."""
 
+    def _fits_on_numpy(self) -> bool:
+        """Whether `fit_numpy` fits on numpy alone (`_init_state_np`); False by default
+        (it is then `fit`). A learner that says True also reads a state of numpy arrays
+        in `proba_np`."""
+        return False
+
+    def _init_state_np(self, X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        """`_init_state` on numpy arrays (X float64, y class indices), the same entries
+        as float64 arrays; only called where `_fits_on_numpy` is True."""
+        raise NotImplementedError
+
     def _check_params(self) -> None:  # noqa: B027 (optional hook: nothing to check by default)
         """Validate hyperparameters (called by `fit`); raise ConfigError naming the bad one."""
 
@@ -265,7 +285,7 @@ class Learner(ABC):
     def param_keys(self) -> tuple[str, ...]:
         """State entries that are model parameters (not memory); in a fixed order."""
         self._check_fitted()
-        return tuple(self.state_)
+        return tuple(self.current_state())
 
     @property
     def scaling_keys(self) -> tuple[str, ...]:
@@ -308,8 +328,45 @@ class Learner(ABC):
         X, y = self._validate(X, y, first=True)
         self._check_params()
         self.state_ = {k: v.detach() for k, v in self._init_state(X, y).items()}
+        self.__dict__.pop("numpy_state_", None)
         self.diverging_ = False
         return self
+
+    def fit_numpy(self, X, y) -> Learner:
+        """`fit` on numpy alone, where the learner has a numpy fit: the same checks, and
+        a model that reading (`param_vector`, `predict_proba`, `predict`) leaves on numpy,
+        so a check of a scenario loads no torch for it. Its state (``numpy_state_``)
+        becomes torch tensors when something reads ``state_`` (an update, a recourse
+        search). The numbers are `fit`'s up to rounding (other libraries' arithmetic):
+        checks use this fit (`recourse-sim validate`), runs use `fit`. Without a numpy
+        fit it is `fit`."""
+        if not self._fits_on_numpy():
+            return self.fit(X, y)
+        X, y = self._validate_np(X, y, first=True)
+        self._check_params()
+        state = self._init_state_np(X, y)
+        self.__dict__.pop("state_", None)
+        self.numpy_state_ = state
+        self.diverging_ = False
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # (only called when normal lookup fails) a state fitted by `fit_numpy` becomes
+        # torch tensors when first read as ``state_``
+        numpy_state = self.__dict__.get("numpy_state_")
+        if name != "state_" or numpy_state is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.state_ = {k: as_tensor(v) for k, v in numpy_state.items()}
+        del self.numpy_state_
+        return self.state_
+
+    def current_state(self) -> dict[str, Any]:
+        """The fitted state as it is held, neither copied nor converted: torch tensors, or
+        numpy arrays after `fit_numpy` (until ``state_`` is read). For readers that take
+        either (`as_array`), and to tell two models apart: an update replaces it."""
+        self._check_fitted()
+        state = self.__dict__.get("state_")
+        return self.__dict__["numpy_state_"] if state is None else state
 
     def update(self, X, y, start: State | None = None) -> Learner:
         """Apply the online update rule to one round of reported data. `start`: the same
@@ -351,7 +408,7 @@ class Learner(ABC):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k)."""
         X = self._check_X(X, fitted=True)  # (NotFittedError first)
-        return self.proba_np(self.state_, X)
+        return self.proba_np(self.current_state(), X)
 
     def predict(self, X) -> np.ndarray:
         """Most probable class index per row."""
@@ -370,21 +427,26 @@ class Learner(ABC):
         (logistic regression: ``coef`` (m, d) and ``intercept`` (m,), m = 1 for two
         classes; in the units the learner learns in, per standard deviation under
         ``standardize``); no remembered rows. Changing them changes nothing."""
-        self._check_fitted()
-        return {k: self.state_[k].numpy().copy() for k in self.param_keys}
+        state = self.current_state()
+        return {k: as_array(state[k]).copy() for k in self.param_keys}
 
     def param_vector(self) -> np.ndarray:
         """The model parameters (no memory) flattened in `param_keys` order, e.g. for an
         observation vector."""
-        self._check_fitted()
-        return np.concatenate([self.state_[k].reshape(-1).numpy() for k in self.param_keys])
+        state = self.current_state()
+        return np.concatenate([as_array(state[k]).reshape(-1) for k in self.param_keys])
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "state_"):
+        if "state_" not in self.__dict__ and "numpy_state_" not in self.__dict__:
             raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit(X, y) first")
 
     def _validate(self, X, y, *, first: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(X, y as class indices) as tensors, checked. Fitting with ``n_classes`` set
+        """`_validate_np`'s (X, y as class indices) as tensors."""
+        X, index = self._validate_np(X, y, first=first)
+        return as_tensor(X), torch.tensor(index, dtype=torch.long)
+
+    def _validate_np(self, X, y, *, first: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(X float64, y as integer class indices), checked. Fitting with ``n_classes`` set
         (as the simulation does) takes y as class indices 0..n_classes-1; without it, y
         may hold any labels (scikit-learn's convention): ``classes_`` are its sorted
         distinct values and `predict` returns them."""
@@ -430,7 +492,7 @@ class Learner(ABC):
                     f"label {y[unseen][0]!r} is not one of the classes fitted "
                     f"({self.classes_.tolist()[:10]})"
                 )
-        return as_tensor(X), torch.tensor(index, dtype=torch.long)
+        return X, index
 
     def _check_X(self, X, *, fitted: bool) -> np.ndarray:
         """X as a 2-d finite float64 array (a ConfigError, a ValueError, that says what

@@ -10,12 +10,13 @@ from scipy.linalg import block_diag
 from scipy.linalg.lapack import dpotrs
 from scipy.special import logsumexp, softmax
 
-from recourse_sim.lazy import LazyModule
+from recourse_sim.lazy import LazyModule, is_tensor
 from recourse_sim.learners.base import (
     MEMORY_RULES,
     Learner,
     LowRankGradient,
     State,
+    as_array,
     check_positive,
     check_recourse_training,
     first_memory,
@@ -58,6 +59,13 @@ _MAX_ALTERNATIONS = 50
 
 # State entries of the fixed standardisation (``standardize=True``).
 _SCALING = ("x_shift", "x_scale")
+
+
+def standardisation_arrays(X: np.ndarray) -> dict[str, np.ndarray]:
+    """`standardisation` on numpy: ``x_shift`` (means) and ``x_scale`` (population SDs,
+    1 for a constant feature) of X."""
+    scale = X.std(0)
+    return {"x_shift": X.mean(0), "x_scale": np.where(scale > 0, scale, 1.0)}
 
 
 class ConvergenceWarning(UserWarning):
@@ -216,9 +224,9 @@ class LogisticRegression(Learner):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, shape (n, k); `proba_fn` on numpy (no graph is needed, and
         on small batches torch is mostly overhead)."""
-        X = X.detach().numpy() if isinstance(X, torch.Tensor) else X
+        X = X.detach().numpy() if is_tensor(X) else X
         X = self._check_X(X, fitted=True)  # (NotFittedError first)
-        return self.proba_np(self.state_, X)
+        return self.proba_np(self.current_state(), X)
 
     def proba_np(self, state: State, X: np.ndarray) -> np.ndarray:
         logits = self._logits_np(state, X)
@@ -228,16 +236,16 @@ class LogisticRegression(Learner):
         return softmax(logits, axis=1)
 
     def _logits_np(self, state, X: np.ndarray) -> np.ndarray:
-        """Logits of X under `state` (torch tensors or their numpy views)."""
+        """Logits of X under `state` (torch tensors or numpy arrays)."""
         if "x_scale" in state:
-            X = (X - as_numpy(state["x_shift"])) / as_numpy(state["x_scale"])
-        return X @ as_numpy(state["coef"]).T + as_numpy(state["intercept"])
+            X = (X - as_array(state["x_shift"])) / as_array(state["x_scale"])
+        return X @ as_array(state["coef"]).T + as_array(state["intercept"])
 
     def goal_loss_grad(
         self, state: State, X: np.ndarray, goal: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         # numpy: on the small batches of individual recourse torch is mostly overhead
-        coef = as_numpy(state["coef"])
+        coef = as_array(state["coef"])
         logits = self._logits_np(state, X)
         if coef.shape[0] == 1:
             loss, residual = binary_goal_loss(sigmoid(logits[:, 0]), goal)
@@ -251,19 +259,19 @@ class LogisticRegression(Learner):
             loss = -np.log(np.maximum(p_goal, 1e-300))
         grad = residual @ coef
         if "x_scale" in state:
-            grad /= as_numpy(state["x_scale"])
+            grad /= as_array(state["x_scale"])
         return loss, grad
 
     def goal_margin_coef(self, state: State, goal: np.ndarray) -> np.ndarray | None:
-        coef = as_numpy(state["coef"])
+        coef = as_array(state["coef"])
         if coef.shape[0] != 1:  # softmax: the goal's loss depends on every logit
             return None
         # the margin is the logit (goal 1) or minus it (goal 0), in the units of x
-        c = coef[0] / as_numpy(state["x_scale"]) if "x_scale" in state else coef[0]
+        c = coef[0] / as_array(state["x_scale"]) if "x_scale" in state else coef[0]
         return np.where(goal[:, None] == 1, c, -c)
 
     def goal_margin(self, state: State, X: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
-        if as_numpy(state["coef"]).shape[0] != 1:
+        if as_array(state["coef"]).shape[0] != 1:
             return None
         logit = self._logits_np(state, np.asarray(X, dtype=np.float64))[:, 0]
         return np.where(goal == 1, logit, -logit)
@@ -417,11 +425,16 @@ class LogisticRegression(Learner):
         weight: torch.Tensor | None = None,
         factor: torch.Tensor | None = None,
     ):
+        """`_newton_np`, θ* and the Hessian factor returned as torch tensors."""
+        theta, L, P, step = self._newton_np(theta, Z, Y, weight, factor)
+        return torch.from_numpy(theta), torch.from_numpy(L), P, step
+
+    def _newton_np(self, theta, Z, Y, weight=None, factor=None):
         """Minimise R by damped Newton from `theta`; returns θ* and the Cholesky factor
-        of the Hessian at θ* (torch), the probabilities P at θ* (numpy, as
-        `_proba_rows`) and the Newton step at θ* (numpy; below tolerance: θ* minus it
-        is θ* polished). No graph is recorded. `factor`: a Hessian factor from nearby
-        (e.g. the previous solve's) to take the first step with.
+        of the Hessian at θ*, the probabilities P at θ* (as `_proba_rows`) and the Newton
+        step at θ* (below tolerance: θ* minus it is θ* polished), all numpy (the inputs
+        may be torch tensors or numpy arrays). No graph is recorded. `factor`: a Hessian
+        factor from nearby (e.g. the previous solve's) to take the first step with.
 
         Where forming the Hessian costs many gradients (large m·D), the Hessians that
         only steer the iterates are cheaper: one from a step that was already small
@@ -429,9 +442,9 @@ class LogisticRegression(Learner):
         contracts fast), and the binary case forms them in float32 (while the steps
         keep shrinking). The factor returned is always formed at θ* in float64, as the
         implicit hypergradient needs."""
-        theta = as_numpy(theta).copy()
-        Z, Y = as_numpy(Z), as_numpy(Y)
-        weight = None if weight is None else as_numpy(weight)
+        theta = as_array(theta).copy()
+        Z, Y = as_array(Z), as_array(Y)
+        weight = None if weight is None else as_array(weight)
         if Z.shape[1] <= _SMALL_DESIGN:
             # few columns: BLAS runs the products below twice as fast on a
             # column-major Z (one copy here)
@@ -441,7 +454,9 @@ class LogisticRegression(Learner):
         lag = theta.size >= _LAG_MIN_PARAMS
         use32 = lag and theta.shape[0] == 1
         # fresh: L is the float64 Hessian's at θ
-        L, fresh, reuse = (None, False, False) if factor is None else (factor.numpy(), False, True)
+        L, fresh, reuse = (None, False, False)
+        if factor is not None:
+            L, reuse = as_array(factor), True
         step_size = previous = float("inf")  # previous: the last full step's size
         for _ in range(self.max_iter):
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1)
@@ -489,13 +504,13 @@ class LogisticRegression(Learner):
             f"LogisticRegression: Newton did not converge in max_iter={self.max_iter} "
             f"iterations (last step {step_size:.3g}, tol={self.tol:g})",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return self._converged(theta, Z, Y, weight, None, L, False)
 
     def _converged(self, theta, Z, Y, weight, P, L, fresh, g=None, step=None):
-        """(θ*, Cholesky factor of the float64 Hessian at θ*) as torch tensors, P =
-        `_proba_rows` at θ* and the Newton step H⁻¹∇R at θ* (numpy). Pass what is known:
+        """θ*, the Cholesky factor of the float64 Hessian at θ*, P = `_proba_rows` at θ*
+        and the Newton step H⁻¹∇R at θ* (numpy). Pass what is known:
         P, the gradient g at θ* and the `step` taken with L (used if L is fresh)."""
         P = self._proba_rows(theta, Z) if P is None else P
         if not fresh:
@@ -504,7 +519,7 @@ class LogisticRegression(Learner):
         if step is None:
             g = self._grad_np(theta, Z, Y, weight, P).reshape(-1) if g is None else g
             step = dpotrs(L, g, lower=1)[0].reshape(theta.shape)
-        return torch.from_numpy(theta), torch.from_numpy(L), P, step
+        return theta, L, P, step
 
     # -- Ross et al.'s recourse loss ---------------------------------------------------
     def _recourse_delta(
@@ -587,6 +602,37 @@ class LogisticRegression(Learner):
         state.update(scaling)
         if self.update_rule in MEMORY_RULES:
             state.update(first_memory(X, y))
+        return state
+
+    def _fits_on_numpy(self) -> bool:
+        # LogisticRegression's own risk only: a subclass that changes it (row weights,
+        # another loss) or the state it fits is fitted with torch, as is the recourse
+        # loss (δ* comes from the action set's torch search)
+        cls = type(self)
+        return (
+            cls.solve is LogisticRegression.solve
+            and cls._init_state is LogisticRegression._init_state
+            and self.recourse_loss_weight == 0
+        )
+
+    def _init_state_np(self, X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        # `_init_state` with λ = 0 on numpy: θ⁺ = θ* − H⁻¹ ∇R(θ*) as `solve` gives it
+        k = len(self.classes_)
+        m = 1 if k == 2 else k
+        scaling = standardisation_arrays(X) if self.standardize else {}
+        Z = (X - scaling["x_shift"]) / scaling["x_scale"] if scaling else X
+        if self.fit_intercept:
+            Z = np.concatenate([Z, np.ones((len(Z), 1))], axis=1)
+        Y = y[:, None].astype(np.float64) if m == 1 else np.eye(m)[y]
+        theta_star, _, _, step = self._newton_np(np.zeros((m, Z.shape[1])), Z, Y)
+        theta = theta_star - step
+        if self.fit_intercept:
+            state = {"coef": theta[:, :-1], "intercept": theta[:, -1]}
+        else:
+            state = {"coef": theta, "intercept": np.zeros(m)}
+        state.update(scaling)
+        if self.update_rule in MEMORY_RULES:
+            state.update(X_mem=X, y_mem=y.astype(np.float64), round_sizes=np.array([len(X)], float))
         return state
 
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:

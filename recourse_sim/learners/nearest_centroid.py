@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+from scipy.special import softmax
+
 from recourse_sim.errors import ConfigError
-from recourse_sim.lazy import LazyModule
+from recourse_sim.lazy import LazyModule, is_tensor
 from recourse_sim.learners.base import Learner, State
 
 if TYPE_CHECKING:
@@ -70,19 +73,39 @@ class NearestCentroid(Learner):
         dist = torch.sqrt((diff * diff).sum(-1) + _DIST_EPS)
         return torch.softmax(-dist, dim=1)
 
+    def proba_np(self, state: State, X: np.ndarray) -> np.ndarray:
+        if is_tensor(state["means"]):  # a model of `fit`: torch's arithmetic, as runs use
+            return super().proba_np(state, X)
+        diff = X[:, None, :] - state["means"][None, :, :]
+        return softmax(-np.sqrt((diff * diff).sum(-1) + _DIST_EPS), axis=1)
+
+    def _fits_on_numpy(self) -> bool:
+        return True
+
+    def _init_state_np(self, X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        # `_init_state` on numpy
+        onehot = np.eye(len(self.classes_))[y]
+        return self._first_state(onehot.T @ X, onehot.sum(0), np.zeros)
+
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
-        k = len(self.classes_)
-        sums, counts = class_sums(X, y, k)
-        if (counts == 0).any():
-            missing = torch.nonzero(counts == 0).flatten().tolist()
+        sums, counts = class_sums(X, y, len(self.classes_))
+        return self._first_state(
+            sums, counts, lambda shape: torch.zeros(shape, dtype=torch.float64)
+        )
+
+    def _first_state(self, sums, counts, zeros) -> State:
+        """The state of the fit from its per-class sums (k, d) and counts (k,) (torch
+        tensors or numpy arrays; `zeros(shape)`: float64 zeros of that kind)."""
+        missing = [k for k, n in enumerate(counts.tolist()) if n == 0]
+        if missing:
             raise ConfigError(f"classes {missing} have no rows in the data given to fit")
         means = sums / counts[:, None]
         if self.update_rule == "frozen":
             return {"means": means}
         if self.update_rule == "refit":
             return {"means": means, "counts": counts}
-        window_sums = torch.zeros((self.window, k, X.shape[1]), dtype=torch.float64)
-        window_counts = torch.zeros((self.window, k), dtype=torch.float64)
+        k, d = sums.shape
+        window_sums, window_counts = zeros((self.window, k, d)), zeros((self.window, k))
         window_sums[-1], window_counts[-1] = sums, counts
         return {"means": means, "window_sums": window_sums, "window_counts": window_counts}
 

@@ -35,9 +35,9 @@ import numpy as np
 
 from recourse_sim.errors import ConfigError
 from recourse_sim.lazy import LazyModule
-from recourse_sim.learners.base import State, check_positive
-from recourse_sim.learners.logistic import LogisticRegression
-from recourse_sim.learners.logistic_math import scaled, standardisation
+from recourse_sim.learners.base import State, as_array, check_positive
+from recourse_sim.learners.logistic import LogisticRegression, standardisation_arrays
+from recourse_sim.learners.logistic_math import standardisation
 
 if TYPE_CHECKING:
     import torch
@@ -161,9 +161,9 @@ class StrategicLinear(LogisticRegression):
 
     def gain(self, state: State) -> float:
         """G(g) of the state's weights, in the units of x (score units)."""
-        coef = state["coef"].numpy()[0]
+        coef = as_array(state["coef"])[0]
         if "x_scale" in state:
-            coef = coef / state["x_scale"].numpy()
+            coef = coef / as_array(state["x_scale"])
         return response_gain(coef, self.action_set, self.response, float(self.strength))
 
     def strategic_hinge_loss(self, state: State, X, y) -> np.ndarray:
@@ -180,25 +180,36 @@ class StrategicLinear(LogisticRegression):
         return float(self.strategic_hinge_loss(state, X, y).mean()) + penalty
 
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
+        scaling = standardisation(X) if self.standardize else {}
+        arrays = {k: v.numpy() for k, v in scaling.items()}
+        state = self._svm_state(X.numpy(), y.numpy(), arrays)
+        return {k: torch.from_numpy(v) for k, v in state.items()}
+
+    def _fits_on_numpy(self) -> bool:
+        return True
+
+    def _init_state_np(self, X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        scaling = standardisation_arrays(X) if self.standardize else {}
+        return self._svm_state(X, y, scaling)
+
+    def _svm_state(self, X: np.ndarray, y: np.ndarray, scaling: dict) -> dict[str, np.ndarray]:
+        """The fitted state (numpy) on rows (X, y), standardised by `scaling` (numpy)."""
         from sklearn.svm import SVC  # (imported only where a strategic model is fitted)
 
-        if len(torch.unique(y)) < 2:
+        if len(np.unique(y)) < 2:
             raise ConfigError("a strategic model needs rows of both classes to fit on")
-        scaling = standardisation(X) if self.standardize else {}
-        Z = scaled(scaling, X.to(torch.float64)).numpy()
+        Z = (X - scaling["x_shift"]) / scaling["x_scale"] if scaling else X
         # libsvm minimises ½‖g‖² + C' Σ hinge, the intercept unpenalised: C' = C
-        svm = SVC(kernel="linear", C=float(self.C), tol=float(self.tol)).fit(Z, y.numpy())
+        svm = SVC(kernel="linear", C=float(self.C), tol=float(self.tol)).fit(Z, y)
         sign = 1.0 if svm.classes_[1] == 1 else -1.0
-        state: State = {
-            "coef": torch.from_numpy(sign * svm.coef_.astype(np.float64)).reshape(1, -1),
-            "intercept": torch.tensor([0.0], dtype=torch.float64),
+        state = {
+            "coef": (sign * svm.coef_.astype(np.float64)).reshape(1, -1),
+            "intercept": np.zeros(1),
             **scaling,
         }
         # b = b' + logit(threshold) − G(g): the SVM's boundary after the response
         b_shifted = sign * float(svm.intercept_[0])
-        state["intercept"] = torch.tensor(
-            [b_shifted + _logit(self.threshold) - self.gain(state)], dtype=torch.float64
-        )
+        state["intercept"] = np.array([b_shifted + _logit(self.threshold) - self.gain(state)])
         return state
 
     def update_fn(self, state: State, X: torch.Tensor, y: torch.Tensor) -> State:
