@@ -40,12 +40,11 @@ Outputs in --out (default ``analyses/results``):
 (NAME: ``--name``, default ``endogenous_shift``.) The committed results:
 
     python analyses/endogenous_shift.py --models logistic
-    python analyses/endogenous_shift.py --models mlp --datasets linearly_separable \
-        overlapping --folds 3 --name endogenous_shift_mlp
+    python analyses/endogenous_shift.py --models mlp --name endogenous_shift_mlp --workers 1
+    python analyses/endogenous_shift.py --models logistic --generators wachter \
+        wachter_gamma_0.9 claproar gravitational --name endogenous_shift_mitigations --workers 1
 
-Altmeyer et al.'s other mitigations as arms beside Wachter's (not in the committed
-results): ``--models logistic --generators wachter wachter_gamma_0.9 claproar
-gravitational --name endogenous_shift_mitigations``.
+(the last: Altmeyer et al.'s other mitigations as arms beside Wachter's).
 """
 
 from __future__ import annotations
