@@ -2,29 +2,31 @@
 # König et al.'s own code beside ours, for analyses/results/performative_recourse.md: their
 # repository gcskoenig/performative-recourse-experiments (commit 290169f), their decision
 # tree and search settings (1,000 samples, DEAP population 25 over 25 generations, recourse
-# threshold 0.9) but 40 (or 30) rejected applicants a run instead of 5,000 (their search takes
-# about 2 s of CPU per applicant and approach here), for CE, CR (individualised, acceptance) and
-# ICR (individualised, improvement); then their own post-processing
+# threshold 0.9) but 40 or 30 rejected applicants a run instead of 5,000 (their search
+# takes about 2 s of CPU an applicant and approach here), for CE, CR (individualised,
+# acceptance) and ICR (individualised, improvement); then their own post-processing
 # (scripts/run_visualization.py: process_folder, 10 refits) gives the acceptance of the
 # held-out half of the recourse implementers before and after the refit. Beside their
-# table's columns, from the run's own files (all 40 applicants): changed_any, the share whose
-# recourse changed some feature's value; true_fav_before and true_fav_after, the share whose
-# true label (their fn_l of y) is favourable before and after acting on it; applicants, the
-# run's number of rejected applicants.
+# table's columns, from the run's own files (all of its applicants): changed_any, the share
+# whose recourse changed some feature's value; true_fav_before and true_fav_after, the share
+# whose true label (their fn_l of y) is favourable before and after acting on it;
+# applicants, the run's number of rejected applicants.
 #
-# Settings, seeds and applicants (RUNS below, their --scm_name values): LAdd on seeds 40
-# and 41, NLAdd and LMult on seed 40 with 40 applicants; NLMult and LCubic on seed 40 with
-# 30 applicants (CPU: the machine is shared).
+# Settings, seeds and applicants: RUNS below (their --scm_name values: LAdd, NLAdd, LMult,
+# NLMult, LCubic). LAdd on seeds 40, 41 and 42, the others on seed 40; 30 applicants for
+# NLMult and LCubic (CPU: the machine is shared).
 #
-#   analyses/performative_recourse_reference.sh CHECKOUT PYTHON [OUT]
+#   JOBS=2 analyses/performative_recourse_reference.sh CHECKOUT PYTHON [OUT]
 #
 # CHECKOUT: an unpacked copy of their repository (its recourse/applications.py is replaced
 # by an empty registry: it downloads the two real-data applications on import, which are
 # not run here); PYTHON: an interpreter with numpy, pandas, scikit-learn, torch, pyro-ppl,
-# deap, networkx, cloudpickle, matplotlib and seaborn; OUT: a work folder (default
-# /tmp/performative_reference); a run whose folder already holds its results is not run
-# (or post-processed) again. JOBS (environment, default 1): how many of their runs at once. Each run's wall and
-# CPU seconds go to OUT/times.tsv. Writes analyses/results/performative_recourse_their_code.csv.
+# deap, networkx, cloudpickle, matplotlib and seaborn (the committed CSV: Python 3.11,
+# pandas 3.1.1, scikit-learn 1.9.1, torch 2.13.0, pyro-ppl 1.9.2, deap 1.4); OUT: a work
+# folder (default /tmp/performative_reference), where a run whose folder already holds its
+# results is not run (or post-processed) again. JOBS (environment, default 1): how many of
+# their runs at once. Each run's wall and CPU seconds go to OUT/times.tsv. Writes
+# analyses/results/performative_recourse_their_code.csv.
 set -euo pipefail
 checkout=$(cd "$1" && pwd)
 python=$2
@@ -34,6 +36,7 @@ results=$(cd "$(dirname "$0")" && pwd)/results
 RUNS=(  # setting, seed, rejected applicants
   "binomial_linear_additive 40 40"
   "binomial_linear_additive 41 40"
+  "binomial_linear_additive 42 40"
   "binomial_nonlinear_additive 40 40"
   "binomial_linear_multiplicative 40 40"
   "binomial_nonlinear_multiplicative 40 30"
