@@ -51,7 +51,7 @@ cd "$checkout"
 # One run of their simulation: SCM SEED APPLICANTS APPROACH GOAL.
 one_run() {
   local folder="$out/cfg_seed-$2/$1_$5_$4"
-  [[ -f "$folder/obss.csv" ]] && return 0
+  [[ -f "$folder/epss.csv" ]] && return 0  # the last file a run writes
   mkdir -p "$folder"
   /usr/bin/time -f "$1	$2	$4	$5	%e	%U	%S" -a -o "$out/times.tsv" \
     "$python" scripts/run_simulation.py --scm_name "$1" --N_REC "$3" --goal "$5" \
