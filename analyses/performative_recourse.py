@@ -66,7 +66,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -338,7 +338,7 @@ def report(
             f" on {', '.join(s for s in SETTINGS if s in set(theirs['setting']))} are in the "
             "next section"
             if theirs is not None
-            else " were not run"
+            else ": not run"
         )
         + " | the table above |",
         "",
@@ -612,7 +612,9 @@ def their_code(
     return [*lines, ""]
 
 
-def their_summaries(theirs: pd.DataFrame | None) -> tuple:
+def their_summaries(
+    theirs: pd.DataFrame | None,
+) -> tuple[Callable[[str, str], str], str, str]:
     """For the deviations table: their LAdd numbers (a function of method and measure),
     what their `changed` was, and what was run with their code."""
     if theirs is None:
