@@ -51,7 +51,7 @@ Outputs in --out (default ``analyses/results``):
 ``performative_recourse.csv``  setting, method, seed + the measures above
 ``performative_recourse.png``  acceptance before and after the refit, per setting and method
 ``performative_recourse.md``   the table with 95 % intervals, paired differences, the
-                               paper's claims beside ours, their code's numbers on LAdd
+                               paper's claims beside ours, their code's numbers
                                (``performative_recourse_their_code.csv``, written by
                                ``performative_recourse_reference.sh``), deviations, wall
                                and CPU time
@@ -66,7 +66,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -80,6 +80,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dynamics import mean_ci
@@ -238,6 +239,7 @@ def report(
 ) -> list[str]:
     """The Markdown report."""
     n_seeds = frame["seed"].nunique()
+    theirs = load_theirs()
     lines = [
         "# Performative validity of recourse (König et al., NeurIPS 2025)",
         "",
@@ -311,7 +313,7 @@ def report(
             "is far cheaper to change than the cause x1) both act on x2 alone, and an "
             "intervention on x2, a node without descendants, moves nothing else.",
         ]
-    lines += nladd_note(frame)
+    lines += nladd_note(frame, theirs)
     shown = [s for s, ok in holds if ok]
     not_shown = [s for s, ok in holds if not ok]
     lines += [
@@ -331,21 +333,32 @@ def report(
         "targets improvement, not acceptance | see the table: ce and cr near 100 %, icr "
         "lower |",
         "| reported numbers | could not be read offline (only the paper's abstract and "
-        "the description of its settings were); their own code's numbers on LAdd are in "
-        "the next section | the table above |",
+        "the description of its settings were); their own code's numbers"
+        + (
+            f" on {', '.join(s for s in SETTINGS if s in set(theirs['setting']))} are in the "
+            "next section"
+            if theirs is not None
+            else ": not run"
+        )
+        + " | the table above |",
         "",
     ]
-    lines += their_code(frame)
+    lines += their_code(frame, theirs, intervened)
+    their_ladd, their_changed, ran = their_summaries(theirs)
     lines += [
         "## Deviations from the paper",
         "",
         "| | König et al. | here | why |",
         "|---|---|---|---|",
-        "| decision model | decision tree (scikit-learn), threshold 0.5 | logistic "
-        "regression (the project's learner), threshold 0.5 | recourse-sim's learners are "
-        "differentiable models; no tree learner |",
-        "| recourse search | a genetic algorithm (DEAP) over intervention sets and values, "
-        "probabilities from 1,000 samples | an exact search over a grid of integer (or "
+        "| decision model | decision tree (scikit-learn's defaults: grown until its leaves "
+        "are pure), first fit on 100,000 draws, threshold 0.5 | logistic regression (the "
+        f"project's learner), first fit on {args.history:,} draws, threshold 0.5 | "
+        "recourse-sim's learners are differentiable models; no tree learner |",
+        "| recourse search | a genetic algorithm (DEAP: population 25, 25 generations) "
+        "over intervention sets and values, each candidate's probability from 1,000 "
+        "samples, a penalty of 0.01 per intervened feature; ICR searches the causes of y "
+        "only; CE holds every feature it does not change at its observed value | an "
+        "exact search over a grid of integer (or "
         "quarter-SD) steps, ±8 steps per feature, cheapest first (the same answer as "
         "trying every combination) | deterministic and exact on the grid, vectorised "
         "over people |",
@@ -354,7 +367,7 @@ def report(
         "knows each person's own noise (the world keeps it): the goal is met for that "
         "person, not with probability 0.9 | the simulator knows the truth; a posterior "
         "over the label noise is not implemented |",
-        "| ICR accepted before the refit (LAdd) | 100 % (their code, 40 applicants) | "
+        f"| ICR accepted before the refit (LAdd) | {their_ladd('icr', 'rec_orig')} | "
         f"{_pct(frame, 'LAdd', 'icr', 'acc_orig')} | about half of the gap is seekers "
         "already truly favourable, who meet the improvement goal with the zero action and "
         f"stay rejected ({_pct(frame, 'LAdd', 'icr', 'qualified_idle')} of the seekers; "
@@ -364,16 +377,21 @@ def report(
         "which the logistic model does not always accept |",
         "| zero-action seekers | every rejected applicant acts on recourse; an "
         "applicant whose true outcome is already favourable does not know it (the label "
-        "noise is unobserved) and still acts until P(improvement) ≥ 0.9 | an applicant "
+        "noise is unobserved) and still acts until P(improvement) ≥ 0.9: with no action "
+        "that probability is P(favourable given x), which their tree (fit on 100,000 "
+        "draws) puts below ½ for everyone it rejects"
+        f"{their_changed} | an applicant "
         "whose true outcome is already favourable meets icr's goal with the zero action, "
         "changes nothing and stays rejected; they count as seekers (cost 0) in the "
         "acceptance before and after the refit, and in `improved` as not improved | the "
         "search knows the person's noise (row above) |",
-        "| CE/CR accepted after the refit (LAdd) | 0 % (their code, 20 re-applicants, "
-        f"their tree) | {_pct(frame, 'LAdd', 'ce', 'acc_refit')} | a logistic regression "
-        "refit on the history and the "
-        "round's rows, not a tree refit on a balanced mix; one seed and 20 people on "
-        "their side |",
+        f"| CE/CR accepted after the refit (LAdd) | ce {their_ladd('ce', 'rec_refit')}; "
+        f"cr {their_ladd('cr', 'rec_refit')} | ce {_pct(frame, 'LAdd', 'ce', 'acc_refit')}, "
+        f"cr {_pct(frame, 'LAdd', 'cr', 'acc_refit')} | a logistic regression refit on the "
+        f"history and the round's rows (the post-recourse rows are "
+        f"{_refit_share(frame, args, 'LAdd')} of them: refit data, below), not a tree refit "
+        "on a mix that is one third post-recourse rows; a few seeds and 20 people a seed "
+        "on their side |",
         "| how a CE acts | applied as an intervention do(X_I = x′_I): the descendants of "
         "the changed features follow | `world.direct_changes: set` (the default): the "
         "changed features take their new values, their descendants keep theirs, the "
@@ -382,10 +400,15 @@ def report(
         f"{', '.join(intervened) or 'no setting'} |",
         "| subpopulation CR/ICR | also run (`sub`) | not run | only the individualised "
         "variants are recourse types here |",
-        "| refit data | accepted + rejected before recourse + rejected after recourse "
-        "(2,500 each), refit 10 times | the history (10,000 draws of the population) and "
+        "| refit data | half of the recourse implementers after recourse, the same people "
+        "before recourse, and as many accepted people (a third each: 2,500 each with "
+        "5,000 applicants), refit 10 times (the same tree each time: a fixed "
+        f"`random_state`) | the history ({args.history:,} draws of the population) and "
         "the round's cohort after recourse (accepted as they are, rejected after "
-        "recourse), one refit | the environment's refit rule: every row it has observed |",
+        "recourse), one refit: the post-recourse rows of the seekers are "
+        f"{_refit_share(frame, args, 'LAdd')} of its rows in LAdd (mean over seeds) | the "
+        "environment's refit "
+        "rule: every row it has observed |",
         "| re-application | a held-out half of the recourse implementers | every round-1 "
         "seeker applies again (the same people the model was refit on) | a persistent "
         "pool of people |",
@@ -393,9 +416,8 @@ def report(
         "B(5, ½) + 1 (the same range 1-6) | the noise vocabulary has no mixtures |",
         "| cost | Σ (c_j δ_j)² | ‖c ⊙ δ‖₂ with the same c_j | the same ranking of actions |",
         "| applications (GPA, credit) | also run | not run | not bundled |",
-        "| comparison with their code | all five settings, 5,000 applicants | LAdd only, "
-        "one seed, 40 applicants (their search costs about 2 s CPU an applicant); not "
-        "rerun on more seeds or settings | CPU: the machine is shared |",
+        f"| comparison with their code | all five settings, 5,000 applicants | {ran} | CPU: "
+        "their search costs about 2 s CPU an applicant and method, the machine is shared |",
         "",
         "Statistics: the tables' intervals come from the shared statistics helper "
         "(`recourse_sim.stats`: `analyses/dynamics.py`'s `mean_ci` for the tables, "
@@ -404,8 +426,9 @@ def report(
     return lines
 
 
-def nladd_note(frame: pd.DataFrame) -> list[str]:
-    """Markdown lines: why NLAdd differs under the logistic regression, in numbers."""
+def nladd_note(frame: pd.DataFrame, theirs: pd.DataFrame | None) -> list[str]:
+    """Markdown lines: why NLAdd differs under the logistic regression, in numbers, and
+    what their tree gives there."""
 
     def after(setting: str, method: str) -> str:
         sub = frame[(frame["setting"] == setting) & (frame["method"] == method)]
@@ -420,8 +443,18 @@ def nladd_note(frame: pd.DataFrame) -> list[str]:
         f"{after('NLAdd', 'icr')}). A model that can, an MLP, turns ce down after the "
         f"refit ({after('NLAdd (MLP)', 'ce')}) and keeps icr "
         f"({after('NLAdd (MLP)', 'icr')}): the paper's ordering. The MLP is not their "
-        "decision tree and does not stand in for it: their code was run on LAdd only (next "
-        "sections), so how their tree orders NLAdd is not measured here.",
+        "decision tree and does not stand in for it"
+        + (
+            ": their code's tree on NLAdd (seed "
+            + "/".join(str(s) for s in _their(theirs, "NLAdd", "ce")["seed"])
+            + f", {_their(theirs, 'NLAdd', 'ce')['reapplicants'].iloc[0]} re-applicants; "
+            "their code beside ours, below) accepts ce "
+            f"{_their_cell(theirs, 'NLAdd', 'ce', 'rec_refit')} %, "
+            f"cr {_their_cell(theirs, 'NLAdd', 'cr', 'rec_refit')} % and icr "
+            f"{_their_cell(theirs, 'NLAdd', 'icr', 'rec_refit')} % after the refit."
+            if theirs is not None and (theirs["setting"] == "NLAdd").any()
+            else "."
+        ),
     ]
 
 
@@ -447,41 +480,185 @@ def zero_action_note(frame: pd.DataFrame) -> list[str]:
 
 THEIR_CODE = RESULTS / "performative_recourse_their_code.csv"
 THEIR_METHODS = {("ce", "acc"): "ce", ("ind", "acc"): "cr", ("ind", "imp"): "icr"}
+THEIR_SETTINGS = {
+    "binomial_linear_additive": "LAdd",
+    "binomial_linear_multiplicative": "LMult",
+    "binomial_nonlinear_additive": "NLAdd",
+    "binomial_nonlinear_multiplicative": "NLMult",
+    "binomial_linear_invertiblepolynomial": "LCubic",
+}
+# What writing THEIR_CODE took (`performative_recourse_reference.sh`, its OUT/times.tsv):
+# the CPU of their simulation's 21 runs (user + system), and the wall time from the first
+# run's start to the last one's end, two at a time at nice 10 on the shared machine.
+THEIR_RUNS_CPU_S = 1669
+THEIR_RUNS_WALL_S = 3867
+THEIR_MEASURES = ("rec_orig", "rec_refit", "changed_any", "int_causes")
 
 
-def their_code(frame: pd.DataFrame) -> list[str]:
-    """Markdown lines: König et al.'s own code on LAdd (`performative_recourse_reference.sh`
-    writes its numbers) beside ours; nothing if that file is absent."""
+def load_theirs() -> pd.DataFrame | None:
+    """König et al.'s own code's numbers (`performative_recourse_reference.sh` writes
+    them) with our names of the setting and method and the number who re-apply (their
+    held-out half); None if that file is absent."""
     if not THEIR_CODE.exists():
-        return []
+        return None
     theirs = pd.read_csv(THEIR_CODE)
+    theirs["setting"] = theirs["scm_name"].map(THEIR_SETTINGS)
+    pairs = zip(theirs["approach"], theirs["goal"], strict=True)
+    theirs["method"] = [THEIR_METHODS[pair] for pair in pairs]
+    theirs["reapplicants"] = theirs["applicants"] // 2
+    order = theirs["setting"].map(list(SETTINGS).index)
+    return theirs.assign(order=order).sort_values(["order", "seed"]).drop(columns="order")
+
+
+def _their(theirs: pd.DataFrame, setting: str, method: str) -> pd.DataFrame:
+    """Their rows of one setting and method, by seed."""
+    return theirs[(theirs["setting"] == setting) & (theirs["method"] == method)]
+
+
+def _their_cell(theirs: pd.DataFrame, setting: str, method: str, measure: str) -> str:
+    """Their `measure` in percent, one value a seed in the order of the seeds, joined by
+    ' / '."""
+    return " / ".join(f"{100 * v:.0f}" for v in _their(theirs, setting, method)[measure])
+
+
+def _their_pooled(theirs: pd.DataFrame, setting: str, method: str, measure: str) -> str:
+    """Their `measure` pooled over seeds (re-applicants weighted alike), in percent."""
+    sub = _their(theirs, setting, method)
+    return f"{100 * np.average(sub[measure], weights=sub['reapplicants']):.0f} %"
+
+
+def their_code(
+    frame: pd.DataFrame, theirs: pd.DataFrame | None, intervened: list[str]
+) -> list[str]:
+    """Markdown lines: König et al.'s own code beside ours, every setting it was run on;
+    nothing without their numbers. `intervened`: the settings whose ce numbers are the
+    same when a direct change acts as an intervention."""
+    if theirs is None:
+        return []
+    runs = theirs.drop_duplicates(["setting", "seed"])
+    settings = [s for s in SETTINGS if s in set(runs["setting"])]
+    ran = []
+    for setting in settings:
+        sub = runs[runs["setting"] == setting]
+        seeds = ", ".join(str(s) for s in sub["seed"])
+        ran.append(
+            f"{setting} (seed{'s' if len(sub) > 1 else ''} {seeds}; "
+            f"{sub['applicants'].iloc[0]} applicants)"
+        )
+    sizes = sorted(runs["reapplicants"].unique())
+    zero = {n: binomtest(0, n).proportion_ci(method="exact").high for n in sizes}
+    sd_max = theirs[["rec_orig_std", "rec_refit_std"]].to_numpy().max()
     lines = [
-        "## Their code beside ours (LAdd)",
+        "## Their code beside ours",
         "",
         "König et al.'s repository (commit 290169f) run by "
-        "`analyses/performative_recourse_reference.sh`: LAdd, their decision tree and "
-        "search, seed 40, but 40 rejected applicants (their three runs took 215 s of CPU, "
-        "747 s wall, here: about 2 s of CPU per applicant), so 20 re-apply; mean ± sd over "
-        "their 10 refits. Ours: the "
-        "table above (5,000 people a cohort, 10 seeds). Percent.",
+        "`analyses/performative_recourse_reference.sh`: their decision tree, search and "
+        f"post-processing on {'; '.join(ran)}: a few rejected applicants a run instead of "
+        "5,000, as their search costs about 2 s of CPU an applicant and method (their "
+        f"{len(theirs)} runs took {THEIR_RUNS_CPU_S / 60:.0f} min of CPU, "
+        f"{THEIR_RUNS_WALL_S / 60:.0f} min wall, two at a time on the shared machine). "
+        "Half of a run's applicants re-apply (their held-out half), so each of their "
+        "acceptance numbers is a share of "
+        + " or ".join(
+            f"{n} people (a multiple of {100 / n:.1f} %; 0 of {n} has the exact 95 % "
+            f"interval [0, {100 * zero[n]:.1f} %])"
+            for n in sizes
+        )
+        + ". Where a setting ran on several seeds, their numbers are listed seed by seed, "
+        "separated by /. Their 10 refits refit the same tree (a fixed `random_state`) on "
+        f"the same rows, so their sd over refits is at most {sd_max:.0e} (rounding) and not "
+        "shown. Their "
+        "seeds seed their own generators: their seed 40 is other people than our seed 40. "
+        f"Ours: the first table (seeds {frame['seed'].min()}-{frame['seed'].max()}, "
+        "5,000 people a cohort), mean [95 % interval]. `changed`: the share of their "
+        "applicants whose recourse changed some feature; `on a cause`: whose recourse "
+        "intervened on x1, the cause of y. Percent.",
         "",
-        "| method | theirs: accepted before refit | theirs: after refit | ours: before | "
-        "ours: after |",
-        "|---|---|---|---|---|",
+        "| setting | method | theirs: accepted before refit | theirs: after refit | "
+        "theirs: changed | theirs: on a cause | ours: before | ours: after |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for (approach, goal), method in THEIR_METHODS.items():
-        row = theirs[(theirs["approach"] == approach) & (theirs["goal"] == goal)]
-        if row.empty:
-            continue
-        r = row.iloc[0]
-        ours = frame[(frame["setting"] == "LAdd") & (frame["method"] == method)]
-        lines.append(
-            f"| {method} ({approach}, {goal}) | {100 * r['rec_orig']:.1f} ± "
-            f"{100 * r['rec_orig_std']:.1f} | {100 * r['rec_refit']:.1f} ± "
-            f"{100 * r['rec_refit_std']:.1f} | {_cell(ours['acc_orig'])} | "
-            f"{_cell(ours['acc_refit'])} |"
+    for setting in settings:
+        for method in METHODS:
+            ours = frame[(frame["setting"] == setting) & (frame["method"] == method)]
+            cells = [_their_cell(theirs, setting, method, m) for m in THEIR_MEASURES]
+            lines.append(
+                f"| {setting} | {method} | "
+                + " | ".join(cells)
+                + f" | {_cell(ours['acc_orig'])} | {_cell(ours['acc_refit'])} |"
+            )
+    ranges = []
+    for method in METHODS:
+        after = 100 * theirs.loc[theirs["method"] == method, "rec_refit"]
+        span = f"{after.min():.0f}" + (f"-{after.max():.0f}" if after.max() > after.min() else "")
+        ranges.append(f"{method} {span} %")
+    causal = [s for s in settings if (_their(theirs, s, "ce")["int_causes"] > 0).any()]
+    lines += [
+        "",
+        "Their acceptance after the refit across all their runs: " + ", ".join(ranges) + ".",
+    ]
+    if causal:
+        lines[-1] += " Their ce intervened on the cause x1 in " + ", ".join(
+            f"{s} ({_their_cell(theirs, s, 'ce', 'int_causes')} % of the applicants; true "
+            f"label favourable after acting: {_their_cell(theirs, s, 'ce', 'true_fav_after')} %)"
+            for s in causal
+        )
+        lines[-1] += ": their CE is applied as an intervention, so y follows" + (
+            "; for ours, acting as an intervention changes none of the numbers there (how a "
+            "CE acts, below)."
+            if set(causal) <= set(intervened)
+            else "."
         )
     return [*lines, ""]
+
+
+def their_summaries(
+    theirs: pd.DataFrame | None,
+) -> tuple[Callable[[str, str], str], str, str]:
+    """For the deviations table: their LAdd numbers (a function of method and measure),
+    what their `changed` was, and what was run with their code."""
+    if theirs is None:
+        return (lambda method, measure: "not run"), "", "not run"
+
+    def ladd(method: str, measure: str) -> str:
+        sub = _their(theirs, "LAdd", method)
+        seeds = "/".join(str(s) for s in sub["seed"])
+        n = "/".join(str(n) for n in sub["reapplicants"].unique())
+        pooled = ""
+        if len(sub) > 1:
+            pooled = f", {_their_pooled(theirs, 'LAdd', method, measure)} pooled"
+        return (
+            f"{_their_cell(theirs, 'LAdd', method, measure)} % (their code, seeds {seeds}, "
+            f"{n} applicants each, their held-out half{pooled})"
+        )
+
+    lo, hi = theirs["changed_any"].min(), theirs["changed_any"].max()
+    span = f"{100 * lo:.0f} %" if lo == hi else f"{100 * lo:.0f}-{100 * hi:.0f} %"
+    changed = (
+        f" (their code: `changed` {span} in every run; already favourable before acting: "
+        f"{100 * theirs.drop_duplicates(['setting', 'seed'])['true_fav_before'].mean():.0f} "
+        "% of their rejected applicants, mean over their settings and seeds)"
+    )
+    runs = theirs.drop_duplicates(["setting", "seed"])
+    ran = (
+        f"their code on {runs['setting'].nunique()} settings ("
+        + ", ".join(
+            f"{setting} on {len(sub)} seed{'s' if len(sub) > 1 else ''}"
+            for setting, sub in runs.groupby("setting", sort=False)
+        )
+        + "), "
+        + " or ".join(str(n) for n in sorted(runs["applicants"].unique(), reverse=True))
+        + f" applicants a run: {len(theirs)} runs, {THEIR_RUNS_CPU_S / 60:.0f} min of CPU, "
+        f"{THEIR_RUNS_WALL_S / 60:.0f} min wall (their code beside ours, above)"
+    )
+    return ladd, changed, ran
+
+
+def _refit_share(frame: pd.DataFrame, args: Args, setting: str) -> str:
+    """The seekers' post-recourse rows as a share of the rows of the first refit (the
+    history and the cohort), mean over seeds, in percent."""
+    sub = frame[(frame["setting"] == setting) & (frame["method"] == "ce")]
+    return f"{100 * sub['seekers'].mean() / (args.history + args.people):.0f} %"
 
 
 def _pct(frame: pd.DataFrame, setting: str, method: str, measure: str) -> str:
