@@ -123,7 +123,8 @@ class PerformativeOptimum:
         a = s.action_set
         typed = a.actionable & a.discrete_mask
         if typed.any():
-            names = ", ".join(a.feature_names[j] for j in np.flatnonzero(typed))
+            label = a.feature_names or [str(j) for j in range(a.n_features)]
+            names = ", ".join(label[j] for j in np.flatnonzero(typed))
             raise ConfigError(
                 f"{where}: the response of typed features ({names}) is a step function of "
                 "the model; the optimum is computed for continuous features"

@@ -244,7 +244,8 @@ class PerformativeLogisticRegression(LogisticRegression):
         check_positive("strength", self.strength, allow_zero=True)
         typed = a.actionable & a.discrete_mask
         if typed.any():
-            names = ", ".join(a.feature_names[j] for j in np.flatnonzero(typed))
+            label = a.feature_names or [str(j) for j in range(a.n_features)]
+            names = ", ".join(label[j] for j in np.flatnonzero(typed))
             raise ConfigError(
                 f"jacobian='response' differentiates a continuous response; {names} "
                 "move by whole steps or levels (a step function of the model)"

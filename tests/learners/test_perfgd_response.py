@@ -97,14 +97,9 @@ def test_jacobian_equals_finite_differences_of_the_environments_response(p, stan
     jac = model.response_jacobian(th, scaling).numpy()  # (d, D)
     ours = moving[:, :, None] * jac[None]  # (n, d, D)
     h = 1e-6
-    fd = np.stack(
-        [
-            (reports(model, theta + h * e, aset, classes) - reports(model, theta - h * e, aset, classes))
-            / (2 * h)
-            for e in np.eye(len(theta))
-        ],
-        axis=-1,
-    )
+    up = [reports(model, theta + h * e, aset, classes) for e in np.eye(len(theta))]
+    down = [reports(model, theta - h * e, aset, classes) for e in np.eye(len(theta))]
+    fd = (np.stack(up, axis=-1) - np.stack(down, axis=-1)) / (2 * h)
     np.testing.assert_allclose(ours, fd, atol=1e-6)
     # the case is not trivial: the response moves, and a bound stops some moves
     assert np.abs(fd).max() > 0.1
