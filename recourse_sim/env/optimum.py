@@ -26,9 +26,9 @@ is not truthful and has ``memory: false`` (the response is then a function of θ
 ``participation: 1`` and no ``groups`` (its ``labels`` may select: the members are the
 applicants whose true outcome at the start of the round is one of them), its actionable
 features are continuous, and the deployed model is a binary logistic regression (any
-update rule). It costs a small optimisation a round: on ``performative_credit`` (1,000
-people, 13 features) 15–180 ms of CPU a round against about 75 ms for the rest of it,
-hence opt-in.
+update rule). It costs a small optimisation a round: on ``performative_credit_bounded``
+(1,000 people, 13 features, one torch thread) about 130 ms of CPU a round against 7–10
+ms for the rest of the round, hence opt-in.
 
 The last round's minimiser is part of the episode state (checkpoints), so a resumed run
 starts the search where the uninterrupted run did.
