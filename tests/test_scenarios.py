@@ -34,6 +34,7 @@ EXTRA = {
     "recourse_over_time",
     "csv_example",
     "performative_credit",
+    "performative_credit_bounded",
 }
 
 

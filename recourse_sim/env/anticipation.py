@@ -6,12 +6,18 @@ scenario: the response it anticipates is the one population that responds to the
 model (individual ``min_cost`` seekers: movers to the boundary within their budget;
 ``best_response``: the quadratic-cost response), with that population's action set
 (norm, cost weights, immutable and monotone features) and the decision threshold.
+`performative_learner` builds the ``perfgd`` / ``dfo`` learner; with
+``learner.params.jacobian: response`` it is given the one ``best_response``
+population's action set, strength ε and responding classes.
 """
 
 from __future__ import annotations
 
 from recourse_sim.errors import ConfigError
-from recourse_sim.learners.performative import PerformativeLogisticRegression
+from recourse_sim.learners.performative import (
+    PerformativeLogisticRegression,
+    performative_params_problem,
+)
 from recourse_sim.learners.strategic import StrategicLinear
 
 
@@ -50,17 +56,28 @@ def strategic_learner(scenario, strategies, favourable: int, params: dict) -> St
 
 
 def performative_learner(
-    scenario, params: dict, random_state: int
+    scenario, strategies, favourable: int, params: dict, random_state: int
 ) -> PerformativeLogisticRegression:
     """The learner of ``learner.update_rule: perfgd | dfo`` (`params`: ``learner.params``
-    and ``standardize``; `random_state`: the learner's seed, for dfo's directions)."""
-    allowed = set(PerformativeLogisticRegression._get_param_names()) - {"update_rule", "window"}
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{scenario.source}: learner.params: {', '.join(map(repr, unknown))} is not a "
-            f"parameter of update_rule {scenario.learner.update_rule} (allowed: "
-            f"{', '.join(sorted(allowed))})"
-        )
+    and ``standardize``; `random_state`: the learner's seed, for dfo's directions). With
+    ``jacobian: response`` it differentiates the response of the scenario's one
+    ``best_response`` population (among its populations' `strategies`; the scenario's
+    validation made sure there is exactly one, everyone else truthful)."""
+    problem = performative_params_problem(scenario.learner.update_rule, params)
+    if problem:
+        raise ConfigError(f"{scenario.source}: learner.params: {problem}")
     params = {"random_state": random_state % 2**32, **params}
+    if params.get("jacobian") == "response":
+        if favourable != 1:
+            raise ConfigError(
+                f"{scenario.source}: learner.params.jacobian: response needs the favourable "
+                "class to be class 1"
+            )
+        s = next(s for s in strategies if s.name == "best_response")
+        classes = s.spec.classes
+        params.update(
+            action_set=s.action_set,
+            strength=float(s.spec.epsilon),
+            responding_classes=None if classes is None else tuple(int(c) for c in classes),
+        )
     return PerformativeLogisticRegression(update_rule=scenario.learner.update_rule, **params)

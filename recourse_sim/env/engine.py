@@ -37,6 +37,7 @@ from recourse_sim.env.construction import (
     warn_if_powerless,
 )
 from recourse_sim.env.metrics import tie_key
+from recourse_sim.env.optimum import PerformativeOptimum
 from recourse_sim.env.pool import pool_rules
 from recourse_sim.env.round_state import RoundState
 from recourse_sim.env.shift import SHIFT_STREAM, ShiftTracker
@@ -136,6 +137,8 @@ class RoundEngine:
         self.state = RoundState(
             learner=learner, defense=Defense(scenario.learner.defense, self.n_features)
         )
+        # optimum_gap, where the performative optimum is computable (None: no column)
+        self.optimum = PerformativeOptimum.of(scenario, self.strategies, learner, self.favourable)
 
     @property
     def learner(self) -> Learner:
@@ -183,7 +186,9 @@ class RoundEngine:
         if spec.strategic != "none":  # trained against the responding population
             return strategic_learner(self.scenario, self.strategies, self.favourable, params)
         if spec.update_rule in PERFORMATIVE_RULES:  # descends the performative risk
-            return performative_learner(self.scenario, params, random_state)
+            return performative_learner(
+                self.scenario, self.strategies, self.favourable, params, random_state
+            )
         update_rule, window = spec.update_rule, spec.window
         if update_rule == "refit" and self.world.fixed_population:
             # the file's rows are people, each reporting every round: every row seen is

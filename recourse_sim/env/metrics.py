@@ -118,6 +118,13 @@ The ``all`` row adds:
 - ``performative_risk``: the loss of the model that decided this round on the
   distribution it induced: mean cross-entropy −log p(y | x) over this round's applicants,
   at their final reports and true outcomes (Perdomo et al.'s PR(θₜ), without the L2 term)
+- ``optimum_gap``: only where a ``best_response`` population asks for it
+  (``optimum_gap: true``): PR(θₜ) − min_θ PR(θ), the gap of the model that decided this
+  round to the performative optimum on this round's applicants under that population's
+  exact response, PR(θ) the mean cross-entropy of θ on the reports θ would induce plus
+  the learner's L2 term ‖W‖² / (2 C n) (so PR(θₜ) is ``performative_risk`` plus that
+  term); the minimum is the lowest local one L-BFGS-B finds from last round's minimiser
+  and from θₜ (`recourse_sim.env.optimum` says exactly when it is computable)
 - ``loss_before_refit``: mean cross-entropy of the model that decided this round on the
   rows the update trains on (the reports and recorded labels; equal to
   ``performative_risk`` when labels are not selective and nobody perturbs training

@@ -244,6 +244,8 @@ def update(engine: RoundEngine, work: RoundWork) -> None:
         work.pare_now["has_recourse_rate"] = engine.has_recourse_rate(work.cohort.report)
     theta_before = learner.param_vector()
     loss_before = log_loss(learner, X_train, y_train)
+    c = work.cohort
+    gap = engine.optimum.gap(learner, c.X, c.y0, work.y) if engine.optimum else None
     if len(X_train) and state.defense.active:
         state.defense.update(learner, X_train, y_train, start=work.update_start)
         n_changed = np.count_nonzero(work.changed)
@@ -264,6 +266,7 @@ def update(engine: RoundEngine, work: RoundWork) -> None:
         "performative_risk": log_loss_of(work.moves.proba, work.y),
         "loss_before_refit": loss_before,
         "loss_after_refit": log_loss(learner, X_train, y_train),
+        **({"optimum_gap": gap} if engine.optimum else {}),
     }
     if engine.shift is not None:
         work.model_stats.update(

@@ -66,6 +66,8 @@ def episode_state(env: RoundEngine) -> dict[str, Any]:
         # per controlled population: its limit's use and its bank
         "allowances": {p: a.get_state() for p, a in env.state.allowances.items()},
         **({"shift": env.shift.get_state()} if env.shift is not None else {}),
+        # optimum_gap: the last round's minimiser of the performative risk
+        **({"optimum": env.optimum.get_state()} if env.optimum is not None else {}),
         # the episode's hidden settings (`recourse_sim.env.hidden`)
         **({"hidden": dict(env.hidden_values)} if getattr(env, "hidden_values", None) else {}),
     }
@@ -144,6 +146,8 @@ def restore_episode_state(env: RoundEngine, state: dict[str, Any]) -> None:
         env.state.allowances = allowances_from_state(state.get("allowances"), env.strategies)
         if env.shift is not None:
             env.shift.set_state(state["shift"])
+        if env.optimum is not None:
+            env.optimum.set_state(state["optimum"])
         learnt = state.get("strategies", {})
         for s in env.strategies:
             if not s.learns:

@@ -15,12 +15,42 @@ map's derivative:
   their round-to-round differences, and takes ``epochs`` steps of size ``lr`` along the
   estimated ∇PR on the round's rows (the first term exactly, the second with the
   estimated Jacobian; in round 1, with no difference yet, the first term alone).
+  With ``jacobian="response"`` the Jacobian is not estimated but computed: the rule is
+  given the response itself (below).
 * ``dfo`` — derivative-free descent with the two-point estimate of ∇PR (Flaxman,
   Kalai & McMahan 2005; Miller, Perdomo & Zrnic 2021): the deployed model alternates
   between θ + δu and θ − δu for a random unit direction u; after the second of the two
   rounds, g = D (PR₊ − PR₋) / (2δ) u with PR± the risks measured on the rows each of
   them induced, and θ ← θ − lr g. It needs no model of the response, only two rounds per
   step.
+
+PerfGD with the response's own derivative (``jacobian="response"``): when people report
+x = x₀ + δ(θ), the best response of the ``best_response`` strategy
+(`recourse_sim.agents.best_response.best_response_delta`: the maximiser of the model's
+log-odds of class 1 minus ‖w ⊙ δ‖²_p / (2ε) within the action set's bounds), the rule is
+given what defines δ: the responding population's action set (norm p, cost weights w,
+immutable and monotone features, value bounds ``lower``/``upper`` and ``max_change``),
+its strength ε and the classes whose rows respond (``responding_classes``; None:
+every row). It is not given people's unmoved features x₀. On continuous features the
+response is a clip of a move m(g) that is the same for every row (p = 2: ε g / w²; p = 1:
+ε g_j / w_j² on the feature of largest |g_j / w_j|; p = ∞: ε ‖g / w‖₁ sign(g_j) / w_j;
+g the log-odds' weights in the units of x, zero where a move cannot help), so
+
+    ∂x_ij/∂θ = ∂m_j/∂θ   where row i responds and no bound stopped its move of feature j,
+    ∂x_ij/∂θ = 0         elsewhere,
+
+with ∂m/∂θ from automatic differentiation of m (`response_move`,
+`torch.autograd.functional.jacobian`).
+Which bounds stopped a move is read off the reports and the deployed θ: a move up was
+stopped where the report is at the feature's ``upper`` bound or m_j exceeds its
+``max_change`` (down: ``lower``, −``max_change``). The Jacobian is then exact wherever δ is
+differentiable in θ, that is everywhere but the kinks (a report exactly at a bound it
+would just reach, a tie of p = 1's largest |g_j / w_j|, a weight of 0 on a monotone
+feature), when the rows are the responses to the deployed θ of rows x₀ that do not
+depend on θ (``memory: false``; with ``memory: true`` it is the derivative of this
+round's response, the history held fixed), every row of a responding class responds and
+the recorded labels are the outcomes people had when they responded. Typed (discrete)
+actionable features are refused: their response is a step function of θ.
 
 The risk is the per-row objective of `LogisticRegression`'s ``sgd`` rule, mean
 cross-entropy + ‖W‖² / (2 C m) on a round of m rows. Both rules are binary logistic
@@ -48,6 +78,49 @@ else:  # imported on first use: checking a scenario builds learners without torc
 
 PERFORMATIVE_RULES = ("perfgd", "dfo")
 """The update rules of `PerformativeLogisticRegression`."""
+
+JACOBIANS = ("estimated", "response")
+"""Where ``perfgd``'s Jacobian ∂x/∂θ comes from: estimated from past rounds, or computed
+from the response (see the module docstring)."""
+
+
+def response_move(coef: torch.Tensor, action_set, strength: float) -> torch.Tensor:
+    """The best response's move before bounds m(g), (d,), to log-odds weights g (d,) in
+    the units of x: what `best_response_delta` clips to the box on continuous features
+    (its h_j = 0 where a move cannot help), as a differentiable torch function of g."""
+    a = action_set
+    coef = coef.to(torch.float64)
+    increase, decrease = torch.tensor(a.increase_mask), torch.tensor(a.decrease_mask)
+    helps = torch.tensor(a.actionable) & ~(increase & (coef < 0)) & ~(decrease & (coef > 0))
+    w = torch.from_numpy(np.where(a.actionable, a.weights_, 1.0))
+    h = torch.where(helps, coef, torch.zeros_like(coef)) / w
+    eps = float(strength)
+    if a.p == 2:
+        u = eps * h
+    elif a.p == 1:  # all on the feature of largest |h_j| (the first of ties)
+        u = eps * h * torch.nn.functional.one_hot(h.abs().argmax(), len(h)).to(h.dtype)
+    else:
+        u = eps * h.abs().sum() * torch.sign(h)
+    return u / w
+
+
+ENVIRONMENT_PARAMS = ("update_rule", "window", "action_set", "strength", "responding_classes")
+"""`PerformativeLogisticRegression`'s parameters the environment sets from the scenario
+(the rule; the response that ``jacobian="response"`` differentiates)."""
+
+
+def performative_params_problem(rule: str, params) -> str | None:
+    """What is wrong with the names of `params` (``learner.params``, with
+    ``standardize``) for update rule `rule`: the ones that are not a parameter a scenario
+    may give `PerformativeLogisticRegression` (None: nothing)."""
+    allowed = set(PerformativeLogisticRegression._get_param_names()) - set(ENVIRONMENT_PARAMS)
+    unknown = sorted(set(params) - allowed - {"n_classes"})
+    if not unknown:
+        return None
+    return (
+        f"{', '.join(map(repr, unknown))} is not a parameter of update_rule {rule} "
+        f"(allowed: {', '.join(sorted(allowed))})"
+    )
 
 
 class PerformativeLogisticRegression(LogisticRegression):
@@ -78,6 +151,16 @@ class PerformativeLogisticRegression(LogisticRegression):
     random_state : int
         ``dfo``: seed of the random directions u (the k-th direction depends on the seed
         and k only).
+    jacobian : {"estimated", "response"}
+        ``perfgd``: estimate ∂x/∂θ from past rounds, or differentiate the response given
+        by ``action_set``, ``strength`` and ``responding_classes`` (module docstring).
+    action_set : ActionSet or None
+        ``jacobian="response"``: the responding population's action set (continuous
+        actionable features).
+    strength : float
+        ``jacobian="response"``: the response's strength ε (≥ 0).
+    responding_classes : tuple of int or None
+        ``jacobian="response"``: the classes whose rows respond (None: every row).
     n_classes : int or None
         Must be 2 (or None).
     standardize : bool
@@ -100,6 +183,10 @@ class PerformativeLogisticRegression(LogisticRegression):
         ridge: float = 1e-3,
         perturbation: float = 0.1,
         random_state: int = 0,
+        jacobian: str = "estimated",
+        action_set=None,
+        strength: float = 1.0,
+        responding_classes: tuple[int, ...] | None = None,
         n_classes: int | None = None,
         standardize: bool = False,
     ):
@@ -112,6 +199,10 @@ class PerformativeLogisticRegression(LogisticRegression):
         self.ridge = ridge
         self.perturbation = perturbation
         self.random_state = random_state
+        self.jacobian = jacobian
+        self.action_set = action_set
+        self.strength = strength
+        self.responding_classes = responding_classes
         self.n_classes = n_classes
         self.standardize = standardize
 
@@ -139,6 +230,26 @@ class PerformativeLogisticRegression(LogisticRegression):
             raise ConfigError(f"window={self.window!r} is only used with update_rule='window'")
         if len(self.classes_) != 2:
             raise ConfigError(f"{self.update_rule} needs two classes, got {len(self.classes_)}")
+        if self.jacobian not in JACOBIANS:
+            raise ConfigError(f"jacobian={self.jacobian!r} is not one of {', '.join(JACOBIANS)}")
+        if self.jacobian == "response":
+            self._check_response()
+
+    def _check_response(self) -> None:
+        if self.update_rule != "perfgd":
+            raise ConfigError(f"jacobian='response' is an option of perfgd, not {self.update_rule}")
+        a = self.action_set
+        if a is None:
+            raise ConfigError("jacobian='response' needs the response's action_set")
+        check_positive("strength", self.strength, allow_zero=True)
+        typed = a.actionable & a.discrete_mask
+        if typed.any():
+            label = a.feature_names or [str(j) for j in range(a.n_features)]
+            names = ", ".join(label[j] for j in np.flatnonzero(typed))
+            raise ConfigError(
+                f"jacobian='response' differentiates a continuous response; {names} "
+                "move by whole steps or levels (a step function of the model)"
+            )
 
     # -- the risk --------------------------------------------------------------------
     def risk(self, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State):
@@ -152,6 +263,8 @@ class PerformativeLogisticRegression(LogisticRegression):
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
         state = super()._init_state(X, y)
         d = X.shape[1]
+        if self.update_rule == "perfgd" and self.jacobian == "response":
+            return state  # the Jacobian comes from the response: no history
         if self.update_rule == "perfgd":
             # the last `history` rounds, oldest first, the last `filled` rows in use (fixed
             # shapes: a checkpoint of round 1 and of round 100 look alike)
@@ -189,6 +302,15 @@ class PerformativeLogisticRegression(LogisticRegression):
 
     def _perfgd(self, state: State, X: torch.Tensor, y: torch.Tensor, scaling: State) -> State:
         theta = self.pack(state)
+        if self.jacobian == "response":
+            second_term = self.response_term(theta, X, y, scaling)
+            for _ in range(self.epochs):
+                theta = theta - self.lr * self._performative_gradient(
+                    theta, X, y, scaling, second_term
+                )
+            new = self.unpack(theta)
+            new.update(scaling)
+            return new
         means = torch.stack(
             [X[y == c].mean(0) if bool((y == c).any()) else torch.zeros(X.shape[1]) for c in (0, 1)]
         )
@@ -207,8 +329,15 @@ class PerformativeLogisticRegression(LogisticRegression):
             # ∂μ_c/∂θ (d, D) per class: d_mean_c ≈ d_theta @ Jᵀ
             solve = torch.linalg.solve(gram, d_theta.T)  # (D, k)
             jacobians = torch.stack([(solve @ d_mean[:, c]).T for c in (0, 1)])  # (2, d, D)
+        second_term = None
+        if jacobians is not None:
+
+            def second_term(grad_x: torch.Tensor) -> torch.Tensor:
+                per_class = torch.stack([grad_x[y == c].sum(0) for c in (0, 1)])  # (2, d)
+                return torch.einsum("cd,cdk->k", per_class, jacobians)[None]
+
         for _ in range(self.epochs):
-            grad = self._performative_gradient(theta, X, y, scaling, jacobians)
+            grad = self._performative_gradient(theta, X, y, scaling, second_term)
             theta = theta - self.lr * grad
         new = self.unpack(theta)
         new.update(
@@ -219,21 +348,69 @@ class PerformativeLogisticRegression(LogisticRegression):
         )
         return new
 
-    def _performative_gradient(self, theta, X, y, scaling, jacobians) -> torch.Tensor:
-        """∇_θ of the risk on (X, y), plus (∂x/∂θ)ᵀ ∇_x of it through each class's
-        estimated Jacobian (None: the first term alone)."""
+    def _performative_gradient(self, theta, X, y, scaling, second_term) -> torch.Tensor:
+        """∇_θ of the risk on (X, y), plus Σᵢ (∂xᵢ/∂θ)ᵀ ∇_{xᵢ} of it: `second_term` of the
+        risk's gradient in X, (n, d) → (1, D) (None: the first term alone)."""
         with torch.enable_grad():
             th = theta.detach().requires_grad_(True)
-            Xg = X.detach().requires_grad_(jacobians is not None)
+            Xg = X.detach().requires_grad_(second_term is not None)
             r = self.risk(th, Xg, y, scaling)
-            inputs = (th, Xg) if jacobians is not None else (th,)
+            inputs = (th, Xg) if second_term is not None else (th,)
             grads = torch.autograd.grad(r, inputs, create_graph=torch.is_grad_enabled())
         grad = grads[0]
-        if jacobians is not None:
-            grad_x = grads[1]  # (n, d): ∂risk/∂x_i
-            per_class = torch.stack([grad_x[y == c].sum(0) for c in (0, 1)])  # (2, d)
-            grad = grad + torch.einsum("cd,cdk->k", per_class, jacobians)[None]
+        if second_term is not None:
+            grad = grad + second_term(grads[1])  # grads[1] (n, d): ∂risk/∂x_i
         return grad
+
+    # -- the response's own derivative (jacobian="response") ------------------------------
+    def move_of(self, theta: torch.Tensor, scaling: State) -> torch.Tensor:
+        """The response's move before bounds (d,) to θ (1, D): `response_move` of the
+        log-odds' weights in the units of x."""
+        coef = theta[0, : theta.shape[1] - int(self.fit_intercept)]
+        if "x_scale" in scaling:
+            coef = coef / scaling["x_scale"].reshape(-1)
+        return response_move(coef, self.action_set, self.strength)
+
+    def response_jacobian(self, theta: torch.Tensor, scaling: State) -> torch.Tensor:
+        """∂m/∂θ (d, D) of the move before bounds, at θ (1, D)."""
+        with torch.enable_grad():  # (one backward pass per feature: d is small)
+            jac = torch.autograd.functional.jacobian(
+                lambda th: self.move_of(th, scaling), theta.detach()
+            )
+        return jac.reshape(jac.shape[0], -1)
+
+    def moving(self, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State):
+        """(n, d) bool: which reports move with θ, the responses to the deployed θ (1, D)
+        of the rows (X, y): rows of a responding class, on features whose move m no bound
+        stopped (a move up stops at ``upper`` or beyond ``max_change``; down likewise)."""
+        a = self.action_set
+        move = self.move_of(theta.detach(), scaling)
+        X = X.detach().to(torch.float64)
+        upper, lower = torch.tensor(a.upper_), torch.tensor(a.lower_)
+        limit = torch.tensor(a.max_change_)
+        # (a report a bound stopped is on it, to the rounding of x₀ + (bound − x₀))
+        tol = 1e-9 * (1.0 + torch.where(torch.isfinite(upper), upper.abs(), 0.0))
+        at_upper = torch.isfinite(upper) & (X >= upper - tol)
+        tol = 1e-9 * (1.0 + torch.where(torch.isfinite(lower), lower.abs(), 0.0))
+        at_lower = torch.isfinite(lower) & (X <= lower + tol)
+        stopped = ((move > 0) & (at_upper | (move > limit))) | (
+            (move < 0) & (at_lower | (-move > limit))
+        )
+        rows = torch.ones(len(X), dtype=torch.bool)
+        if self.responding_classes is not None:
+            rows = torch.isin(y, torch.tensor(list(self.responding_classes), dtype=y.dtype))
+        return rows[:, None] & ~stopped
+
+    def response_term(self, theta, X, y, scaling):
+        """The performative gradient's second term as a function of ∇_X risk (n, d):
+        Σᵢⱼ [xᵢⱼ moves] ∂risk/∂xᵢⱼ ∂mⱼ/∂θ, at the deployed θ (1, D)."""
+        jac = self.response_jacobian(theta, scaling)  # (d, D)
+        moving = self.moving(theta, X, y, scaling).to(torch.float64)
+
+        def second_term(grad_x: torch.Tensor) -> torch.Tensor:
+            return ((moving * grad_x).sum(0) @ jac)[None]
+
+        return second_term
 
     def _dfo(self, state: State, X: torch.Tensor, y: torch.Tensor, scaling: State) -> State:
         theta = self.pack(state)

@@ -260,6 +260,10 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
                 check_groups(f"populations.{pname}.query.groups", pop.query.groups)
 
     from recourse_sim.learners import LEARNERS, learner_class, make_learner
+    from recourse_sim.learners.performative import (
+        PERFORMATIVE_RULES,
+        performative_params_problem,
+    )
 
     spec = scenario.learner
     if learner_class(spec.type) is None:
@@ -293,9 +297,14 @@ def _check_semantics(scenario: Scenario, data: dict, source: str, base_dir: Path
         params = spec.learner_params(LEARNERS[spec.type]._get_param_names())
     except ValueError as exc:
         fail("learner.standardize", str(exc))
+    # names are checked here; values when the environment fits the learner
+    if spec.update_rule in PERFORMATIVE_RULES:  # a learner of its own
+        problem = performative_params_problem(spec.update_rule, params)
+        if problem:
+            fail("learner.params", problem)
     try:
-        # names are checked here; values when the environment fits the learner
-        make_learner(spec.type, update_rule=spec.update_rule, window=spec.window, **params)
+        if spec.update_rule not in PERFORMATIVE_RULES:
+            make_learner(spec.type, update_rule=spec.update_rule, window=spec.window, **params)
     except ConfigError as exc:
         fail("learner", str(exc))
     except TypeError as exc:

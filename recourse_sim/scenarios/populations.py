@@ -338,6 +338,18 @@ class BestResponsePopulation(_Population):
     # respond from last round's report (true: responses accumulate) or from the person's
     # own features (false: each round's response replaces the last)
     memory: bool = False
+    # measure the deployed model's gap to the performative optimum under this response
+    # (metrics.csv's optimum_gap, recourse_sim.env.optimum; a small optimisation a round)
+    optimum_gap: bool = False
+
+    @model_validator(mode="after")
+    def _optimum_needs_a_function_of_the_model(self) -> BestResponsePopulation:
+        if self.optimum_gap and (self.memory or self.participation != 1 or self.groups):
+            raise ValueError(
+                "optimum_gap needs a response that is a function of the model alone: "
+                "memory false, participation 1 and no groups"
+            )
+        return self
 
 
 _OAR_DEFAULTS = {"horizon": 1, "steps": 10, "solver": "pgd"}

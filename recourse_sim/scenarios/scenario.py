@@ -78,6 +78,45 @@ class Scenario(_Model):
         return self
 
     @model_validator(mode="after")
+    def _response_jacobian_has_its_response(self) -> Scenario:
+        jacobian = self.learner.params.get("jacobian", "estimated")
+        if jacobian not in ("estimated", "response"):
+            raise ValueError(
+                f"learner.params.jacobian: {jacobian!r} is not one of estimated, response"
+            )
+        if jacobian == "estimated":
+            return self
+        where = "learner.params.jacobian: response"
+        if self.learner.update_rule != "perfgd":
+            raise ValueError(f"{where} is an option of update_rule perfgd")
+        acting = {k: p for k, p in self.populations.items() if p.strategy != "truthful"}
+        if [p.strategy for p in acting.values()] != ["best_response"]:
+            raise ValueError(
+                f"{where} differentiates the response of exactly one best_response "
+                "population, everyone else truthful; found "
+                f"{', '.join(f'{k} ({p.strategy})' for k, p in acting.items()) or 'none'}"
+            )
+        ((name, pop),) = acting.items()
+        if pop.participation != 1 or pop.groups is not None:
+            raise ValueError(
+                f"{where} needs every member of populations.{name} to respond "
+                "(participation 1, no groups): the learner cannot tell who responded"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _optimum_gap_has_one_response(self) -> Scenario:
+        asking = [k for k, p in self.populations.items() if getattr(p, "optimum_gap", False)]
+        others = [k for k, p in self.populations.items() if p.strategy != "truthful"]
+        if asking and others != asking[:1]:
+            raise ValueError(
+                f"populations.{asking[0]}.optimum_gap: the performative optimum is computed "
+                "for one best_response population with everyone else truthful; found "
+                f"{', '.join(f'{k} ({self.populations[k].strategy})' for k in others)}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _hidden_fields_take_their_ranges(self) -> Scenario:
         if not self.hidden:
             return self
