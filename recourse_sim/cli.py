@@ -307,7 +307,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     if k in row
                 )
             )
-        if scenario.hidden:  # drawn at reset and observed by no one: say what it was
+        if getattr(scenario, "hidden", None):  # drawn at reset, observed by no one: say it
             drawn = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))["hidden"]
             print(
                 "hidden settings (drawn from their train ranges, in summary.json): "
