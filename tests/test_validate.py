@@ -133,6 +133,17 @@ def _fresh(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
 
 
+def _validate_fresh(path) -> subprocess.CompletedProcess:
+    """`recourse-sim validate PATH` in a fresh interpreter; prints its status and whether
+    torch was loaded."""
+    return _fresh(
+        "import sys\n"
+        "from recourse_sim.cli import main\n"
+        f"status = main(['validate', {str(path)!r}])\n"
+        "print(status, 'torch' in sys.modules)\n"
+    )
+
+
 @pytest.mark.slow  # (a fresh interpreter)
 def test_checking_a_scenario_imports_no_torch():
     """Loading a scenario runs every check of its fields (the learner's hyperparameters
@@ -180,13 +191,7 @@ def test_validate_refuses_a_bad_file_without_importing_torch(tmp_path):
         .replace("type: logistic_regression", "type: mpl"),
         encoding="utf-8",
     )
-    code = (
-        "import sys\n"
-        "from recourse_sim.cli import main\n"
-        f"status = main(['validate', {str(path)!r}])\n"
-        "print(status, 'torch' in sys.modules)\n"
-    )
-    proc = _fresh(code)
+    proc = _validate_fresh(path)
     assert proc.stdout == "2 False\n", (proc.stdout, proc.stderr)
     assert proc.stderr.startswith("error: ") and "did you mean 'mlp'" in proc.stderr
 
@@ -249,12 +254,6 @@ def test_validate_checks_the_learner_values_without_importing_torch(tmp_path):
     bad = text.replace("  params:\n    C: 1.0", "  params:\n    C: -1.0")
     path.write_text(bad, encoding="utf-8")
     assert "C: -1.0" in path.read_text(encoding="utf-8")
-    code = (
-        "import sys\n"
-        "from recourse_sim.cli import main\n"
-        f"status = main(['validate', {str(path)!r}])\n"
-        "print(status, 'torch' in sys.modules)\n"
-    )
-    proc = _fresh(code)
+    proc = _validate_fresh(path)
     assert proc.stdout == "2 False\n", (proc.stdout, proc.stderr)
     assert proc.stderr.startswith("error: ") and "learner: C=-1.0 must be a positive" in proc.stderr

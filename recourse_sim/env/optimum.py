@@ -120,21 +120,18 @@ class PerformativeOptimum:
             return None
         (s,) = asking
         where = f"{scenario.source}: populations.{s.population}.optimum_gap"
-        a = s.action_set
-        typed = a.actionable & a.discrete_mask
-        if typed.any():
-            label = a.feature_names or [str(j) for j in range(a.n_features)]
-            names = ", ".join(label[j] for j in np.flatnonzero(typed))
+        typed = s.action_set.typed_actionable_names()
+        if typed:
             raise ConfigError(
-                f"{where}: the response of typed features ({names}) is a step function of "
-                "the model; the optimum is computed for continuous features"
+                f"{where}: the response of typed features ({', '.join(typed)}) is a step "
+                "function of the model; the optimum is computed for continuous features"
             )
         if not isinstance(learner, LogisticRegression) or scenario_classes(learner) != 2:
             raise ConfigError(
                 f"{where}: the performative risk is computed for binary logistic regression "
                 f"(learner.type logistic_regression, two classes), not {learner!r}"
             )
-        return cls(s, favourable, len(a.actionable) + int(learner.fit_intercept))
+        return cls(s, favourable, s.action_set.n_features + int(learner.fit_intercept))
 
     def members(self, y0: np.ndarray) -> np.ndarray:
         """Which applicants respond: those whose true outcome at the start of the round

@@ -242,12 +242,10 @@ class PerformativeLogisticRegression(LogisticRegression):
         if a is None:
             raise ConfigError("jacobian='response' needs the response's action_set")
         check_positive("strength", self.strength, allow_zero=True)
-        typed = a.actionable & a.discrete_mask
-        if typed.any():
-            label = a.feature_names or [str(j) for j in range(a.n_features)]
-            names = ", ".join(label[j] for j in np.flatnonzero(typed))
+        typed = a.typed_actionable_names()
+        if typed:
             raise ConfigError(
-                f"jacobian='response' differentiates a continuous response; {names} "
+                f"jacobian='response' differentiates a continuous response; {', '.join(typed)} "
                 "move by whole steps or levels (a step function of the model)"
             )
 

@@ -301,6 +301,12 @@ class ActionSet:
         """Whether any feature is not continuous."""
         return bool(self.discrete_mask.any())
 
+    def typed_actionable_names(self) -> list[str]:
+        """Names (or indices, without names) of the features that can change but not
+        continuously: their responses are step functions of a model."""
+        label = self.feature_names or [str(j) for j in range(self.n_features)]
+        return [label[j] for j in np.flatnonzero(self.actionable & self.discrete_mask)]
+
     # ------------------------------------------------------------------------------
     @property
     def actionable(self) -> np.ndarray:
