@@ -378,34 +378,30 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        guards.check_reset(self, seed, options)
-        X_hist, y_hist = self.reset_until_fit(seed)
-        self.fit_first_model(X_hist, y_hist)
-        self.reset_after_fit()
-        return self.observation(), {"round": 0, "scenario": self.scenario.name}
+        observation = self._start(seed, options, numpy=False)
+        return observation, {"round": 0, "scenario": self.scenario.name}
 
     def reset_for_checks(self, seed: int = 0) -> None:
-        """`reset`, step by step, with the first model fitted on numpy where the learner
-        can (`Learner.fit_numpy`), for checks that read the episode's start and never
-        step it (`recourse_sim.simulate.preflight`, behind ``recourse-sim validate``):
-        a scenario whose start needs no torch is checked without importing it. The
-        model may differ from `reset`'s in the last bits, so runs use `reset`."""
-        guards.check_reset(self, seed, None)
-        X_hist, y_hist = self.reset_until_fit(seed)
-        self.fit_first_model(X_hist, y_hist, numpy=True)
-        self.reset_after_fit()
-        self.observation()
+        """`reset` with the first model fitted on numpy where the learner can
+        (`Learner.fit_numpy`), for checks that read the episode's start and never step it
+        (`recourse_sim.simulate.preflight`, behind ``recourse-sim validate``): a scenario
+        whose start needs no torch is checked without importing it. The model may differ
+        from `reset`'s in the last bits, so runs use `reset`."""
+        self._start(seed, None, numpy=True)
 
-    def fit_first_model(self, X: np.ndarray, y: np.ndarray, numpy: bool = False) -> None:
-        """Fit the new learner on the history (X, y), a bad setting named as the first
-        model's; `numpy`: by `Learner.fit_numpy` (`reset_for_checks`)."""
+    def _start(self, seed: int | None, options: dict[str, Any] | None, numpy: bool) -> np.ndarray:
+        """The episode's start (`reset`): the first model fitted on the history by
+        `Learner.fit_numpy` (`numpy`) or `Learner.fit`, a bad setting named as the first
+        model's. Returns the first observation."""
+        guards.check_reset(self, seed, options)
+        X_hist, y_hist = self.reset_until_fit(seed)
+        fit = self.learner.fit_numpy if numpy else self.learner.fit
         try:
-            if numpy:
-                self.learner.fit_numpy(X, y)
-            else:
-                self.learner.fit(X, y)
+            fit(X_hist, y_hist)
         except ConfigError as exc:
             raise ConfigError(f"{self.scenario.source}: fitting the first model: {exc}") from None
+        self.reset_after_fit()
+        return self.observation()
 
     # `reset` in two halves around the first model's fit, so that a batched env can fit
     # the first models of many worlds at once (`recourse_sim.env.batched`)
