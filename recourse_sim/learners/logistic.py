@@ -26,7 +26,6 @@ from recourse_sim.learners.logistic_math import (
     ARMIJO,
     F_SLACK,
     MIN_STEP,
-    as_numpy,
     binary_goal_loss,
     cholesky,
     one_class,
@@ -35,6 +34,7 @@ from recourse_sim.learners.logistic_math import (
     softplus,
     softplus_sigmoid,
     standardisation,
+    standardisation_arrays,
 )
 
 if TYPE_CHECKING:
@@ -59,13 +59,6 @@ _MAX_ALTERNATIONS = 50
 
 # State entries of the fixed standardisation (``standardize=True``).
 _SCALING = ("x_shift", "x_scale")
-
-
-def standardisation_arrays(X: np.ndarray) -> dict[str, np.ndarray]:
-    """`standardisation` on numpy: ``x_shift`` (means) and ``x_scale`` (population SDs,
-    1 for a constant feature) of X."""
-    scale = X.std(0)
-    return {"x_shift": X.mean(0), "x_scale": np.where(scale > 0, scale, 1.0)}
 
 
 class ConvergenceWarning(UserWarning):
@@ -685,7 +678,7 @@ class LogisticRegression(Learner):
         ):
             return None
         scaling = {key: state[key] for key in _SCALING if key in state}
-        X_np = as_numpy(X).astype(np.float64, copy=False)
+        X_np = as_array(X).astype(np.float64, copy=False)
         n, d = X_np.shape
         # the design matrix straight in numpy, column-major: Newton's products Zθ and
         # rᵀZ run about twice as fast on it (one BLAS pass per column) at d = 100 as on
@@ -695,7 +688,7 @@ class LogisticRegression(Learner):
         if delta is None:
             Z[:, :-1] = X_np
         else:
-            np.add(X_np, as_numpy(delta), out=Z[:, :-1])
+            np.add(X_np, as_array(delta), out=Z[:, :-1])
         Z[:, -1] = 1.0
         new_rows = torch.from_numpy(Z)[:, :-1]
         X_mem, y_mem, sizes = remember(state, new_rows, y, self.window, copy=False)
@@ -712,7 +705,7 @@ class LogisticRegression(Learner):
                 Z[:, :-1] = X_all
             Z[:, -1] = 1.0
         first = state if start is None else start
-        first = np.concatenate([as_numpy(first["coef"]), as_numpy(first["intercept"])[:, None]], 1)
+        first = np.concatenate([as_array(first["coef"]), as_array(first["intercept"])[:, None]], 1)
         Y = y_mem.numpy()[:, None]
         theta_star, L, P, step = self._newton(first, Z, Y, factor=factor)
         # θ⁺ = θ* − H⁻¹ ∇R(θ*), the value `warm_update_fn` gives (one last Newton step)

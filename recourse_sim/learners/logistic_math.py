@@ -21,7 +21,6 @@ __all__ = [
     "ARMIJO",
     "F_SLACK",
     "MIN_STEP",
-    "as_numpy",
     "binary_goal_loss",
     "cholesky",
     "one_class",
@@ -31,6 +30,7 @@ __all__ = [
     "softplus",
     "softplus_sigmoid",
     "standardisation",
+    "standardisation_arrays",
 ]
 
 # Armijo constant and smallest step fraction of the backtracking line search.
@@ -47,16 +47,18 @@ def standardisation(X: torch.Tensor) -> State:
     return {"x_shift": X.mean(0), "x_scale": torch.where(scale > 0, scale, torch.ones_like(scale))}
 
 
+def standardisation_arrays(X: np.ndarray) -> dict[str, np.ndarray]:
+    """`standardisation` on numpy: ``x_shift`` (means) and ``x_scale`` (population SDs,
+    1 for a constant feature) of X."""
+    scale = X.std(0)
+    return {"x_shift": X.mean(0), "x_scale": np.where(scale > 0, scale, 1.0)}
+
+
 def scaled(scaling: State, X: torch.Tensor) -> torch.Tensor:
     """X standardised with ``x_shift``/``x_scale`` of `scaling` (X itself without them)."""
     if "x_scale" not in scaling:
         return X
     return (X - scaling["x_shift"]) / scaling["x_scale"]
-
-
-def as_numpy(value) -> np.ndarray:
-    """A state entry as a numpy array (torch tensors by a zero-copy view)."""
-    return value.detach().numpy() if isinstance(value, torch.Tensor) else value
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:

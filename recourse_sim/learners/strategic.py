@@ -36,8 +36,8 @@ import numpy as np
 from recourse_sim.errors import ConfigError
 from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.base import State, as_array, check_positive
-from recourse_sim.learners.logistic import LogisticRegression, standardisation_arrays
-from recourse_sim.learners.logistic_math import standardisation
+from recourse_sim.learners.logistic import LogisticRegression
+from recourse_sim.learners.logistic_math import standardisation, standardisation_arrays
 
 if TYPE_CHECKING:
     import torch
