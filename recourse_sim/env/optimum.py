@@ -43,8 +43,7 @@ import numpy as np
 from recourse_sim.errors import ConfigError
 from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.logistic import LogisticRegression
-from recourse_sim.learners.logistic_math import scaled
-from recourse_sim.learners.performative import response_move
+from recourse_sim.learners.performative import binary_risk, response_move
 
 if TYPE_CHECKING:
     import torch
@@ -82,9 +81,8 @@ def performative_risk_fn(
     lo, hi = (torch.as_tensor(b) for b in action_set.box(np.asarray(X0, dtype=np.float64)))
     rows = torch.as_tensor(np.asarray(members, bool))[:, None]
     y_t = torch.as_tensor(np.asarray(y) == 1, dtype=torch.float64)
-    d, n = X0_t.shape[1], len(X0_t)
+    d = X0_t.shape[1]
     sign = 1.0 if favourable == 1 else -1.0  # the favourable log-odds are ± the logit
-    penalty = 1.0 / (2.0 * float(learner.C) * max(n, 1))
 
     def pr(theta: torch.Tensor) -> torch.Tensor:
         coef = theta[0, :d]
@@ -92,9 +90,7 @@ def performative_risk_fn(
             coef = coef / scaling["x_scale"].reshape(-1)
         move = response_move(sign * coef, action_set, strength)
         X = X0_t + torch.where(rows, torch.minimum(torch.maximum(move, lo), hi), 0.0)
-        logits = (learner.design(scaled(scaling, X)) @ theta.T)[:, 0]
-        loss = torch.nn.functional.softplus(logits) - y_t * logits
-        return loss.mean() + penalty * (theta[:, :d] ** 2).sum()
+        return binary_risk(learner, theta, X, y_t, scaling)
 
     return pr
 
@@ -144,7 +140,8 @@ class PerformativeOptimum:
         true outcomes y0 (at the start of the round) and y (this round's)."""
         from scipy.optimize import minimize  # (imported where a gap is computed)
 
-        if learner.pack(learner.state_).shape[0] != 1:  # softmax: not one log-odds
+        theta = learner.pack(learner.state_).detach().to(torch.float64)
+        if theta.shape[0] != 1:  # softmax: not one log-odds
             return float("nan")
         pr = performative_risk_fn(
             learner,
@@ -155,7 +152,6 @@ class PerformativeOptimum:
             float(self.strategy.spec.epsilon),
             self.favourable,
         )
-        theta = learner.pack(learner.state_).detach().to(torch.float64)
         shape = theta.shape
 
         def value_and_grad(flat: np.ndarray) -> tuple[float, np.ndarray]:

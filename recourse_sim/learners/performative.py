@@ -104,6 +104,19 @@ def response_move(coef: torch.Tensor, action_set, strength: float) -> torch.Tens
     return u / w
 
 
+def binary_risk(
+    learner: LogisticRegression, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling
+) -> torch.Tensor:
+    """The per-row objective of binary logistic regression's ``sgd`` rule, as a torch
+    function of θ (1, D) (`learner.pack`'s layout): mean cross-entropy at labels y (0/1)
+    + ‖W‖² / (2 C m) on the m rows X, standardised by `scaling`."""
+    Z = learner.design(scaled(scaling, X.to(torch.float64)))
+    logits = (Z @ theta.T)[:, 0]
+    loss = torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
+    weights = theta[:, : X.shape[1]]
+    return loss.mean() + (weights**2).sum() / (2.0 * learner.C * max(len(X), 1))
+
+
 ENVIRONMENT_PARAMS = ("update_rule", "window", "action_set", "strength", "responding_classes")
 """`PerformativeLogisticRegression`'s parameters the environment sets from the scenario
 (the rule; the response that ``jacobian="response"`` differentiates)."""
@@ -251,11 +264,8 @@ class PerformativeLogisticRegression(LogisticRegression):
 
     # -- the risk --------------------------------------------------------------------
     def risk(self, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling: State):
-        """Mean cross-entropy + ‖W‖² / (2 C m) of θ (1, d + 1) on the rows (X, y)."""
-        Z = self.design(scaled(scaling, X.to(torch.float64)))
-        logits = (Z @ theta.T)[:, 0]
-        loss = torch.nn.functional.softplus(logits) - y.to(torch.float64) * logits
-        return loss.mean() + (theta[:, :-1] ** 2).sum() / (2.0 * self.C * max(len(X), 1))
+        """`binary_risk` of θ on the rows (X, y)."""
+        return binary_risk(self, theta, X, y, scaling)
 
     # -- fit and update -----------------------------------------------------------------
     def _init_state(self, X: torch.Tensor, y: torch.Tensor) -> State:
