@@ -43,7 +43,7 @@ import numpy as np
 from recourse_sim.errors import ConfigError
 from recourse_sim.lazy import LazyModule
 from recourse_sim.learners.logistic import LogisticRegression
-from recourse_sim.learners.performative import binary_risk, response_move
+from recourse_sim.learners.performative import binary_risk, move_to_model
 
 if TYPE_CHECKING:
     import torch
@@ -81,14 +81,10 @@ def performative_risk_fn(
     lo, hi = (torch.as_tensor(b) for b in action_set.box(np.asarray(X0, dtype=np.float64)))
     rows = torch.as_tensor(np.asarray(members, bool))[:, None]
     y_t = torch.as_tensor(np.asarray(y) == 1, dtype=torch.float64)
-    d = X0_t.shape[1]
     sign = 1.0 if favourable == 1 else -1.0  # the favourable log-odds are ± the logit
 
     def pr(theta: torch.Tensor) -> torch.Tensor:
-        coef = theta[0, :d]
-        if "x_scale" in scaling:
-            coef = coef / scaling["x_scale"].reshape(-1)
-        move = response_move(sign * coef, action_set, strength)
+        move = move_to_model(theta, scaling, action_set, strength, sign)
         X = X0_t + torch.where(rows, torch.minimum(torch.maximum(move, lo), hi), 0.0)
         return binary_risk(learner, theta, X, y_t, scaling)
 

@@ -104,6 +104,18 @@ def response_move(coef: torch.Tensor, action_set, strength: float) -> torch.Tens
     return u / w
 
 
+def move_to_model(
+    theta: torch.Tensor, scaling, action_set, strength: float, sign: float = 1.0
+) -> torch.Tensor:
+    """The best response's move before bounds (d,) to the model θ (1, D) (`learner.pack`'s
+    layout, standardised by `scaling`): `response_move` of the weights of its log-odds of
+    the favourable class in the units of x (`sign` −1: the favourable class is class 0)."""
+    coef = theta[0, : action_set.n_features]
+    if "x_scale" in scaling:
+        coef = coef / scaling["x_scale"].reshape(-1)
+    return response_move(sign * coef, action_set, strength)
+
+
 def binary_risk(
     learner: LogisticRegression, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, scaling
 ) -> torch.Tensor:
@@ -372,12 +384,8 @@ class PerformativeLogisticRegression(LogisticRegression):
 
     # -- the response's own derivative (jacobian="response") ------------------------------
     def move_of(self, theta: torch.Tensor, scaling: State) -> torch.Tensor:
-        """The response's move before bounds (d,) to θ (1, D): `response_move` of the
-        log-odds' weights in the units of x."""
-        coef = theta[0, : theta.shape[1] - int(self.fit_intercept)]
-        if "x_scale" in scaling:
-            coef = coef / scaling["x_scale"].reshape(-1)
-        return response_move(coef, self.action_set, self.strength)
+        """The response's move before bounds (d,) to θ (1, D) (`move_to_model`)."""
+        return move_to_model(theta, scaling, self.action_set, self.strength)
 
     def response_jacobian(self, theta: torch.Tensor, scaling: State) -> torch.Tensor:
         """∂m/∂θ (d, D) of the move before bounds, at θ (1, D)."""
