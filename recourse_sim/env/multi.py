@@ -189,8 +189,11 @@ class RecourseParallelEnv(ParallelEnv):
             own = info["collectives"][agent]
             trimmed = own.get("trimmed", 0.0)  # (present only under a trimmed refit)
             rewards[agent] = float(own["query_success"] - lam * own["cost"] - trim_weight * trimmed)
-            components = {"query_success": own["query_success"], "cost": own["cost"]}
-            components["cost_weight"] = lam
+            components = {
+                "query_success": own["query_success"],
+                "cost": own["cost"],
+                "cost_weight": lam,
+            }
             if "trimmed" in own or trim_weight:
                 components |= {"trimmed": trimmed, "trimmed_weight": trim_weight}
             infos[agent] = {
