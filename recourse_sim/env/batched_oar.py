@@ -105,6 +105,7 @@ class Refits:
         self.rows_float = self.rows.astype(np.float64) if self.padded else None
         labels = self.rows & (self.y == 1.0), self.rows & (self.y == 0.0)
         self.one_class = ~(labels[0].any(1) & labels[1].any(1))  # (fixed while Δ moves)
+        self.not_y = 1.0 - self.y  # (each row's loss is log1p(exp(−z)) + (1 − y) z)
         D = d + 1
         # the products of the features' pairs (a <= b < d): the intercept's entries of a
         # Hessian are Σ c zₐ (its row is 1 on every row, 0 on padding), products with Zt
@@ -183,44 +184,62 @@ def _blocks(S: int, N: int):
     return [slice(a, a + size) for a in range(0, S, size)]
 
 
-def _at(theta: np.ndarray, Zt: np.ndarray, y: np.ndarray, rows, C: float, risk: bool = True):
+def _at(
+    theta: np.ndarray,
+    Zt: np.ndarray,
+    y: np.ndarray,
+    rows,
+    C: float,
+    risk: bool = True,
+    not_y: np.ndarray | None = None,
+):
     """(P, risk R(θ) or None) of each world at θ (S, D) (`LogisticRegression._risk_np`
     with its probabilities, binary, intercept last and unpenalised; `rows` (S, N) 0/1
-    floats, None: every column is a row), block by block of worlds."""
+    floats, None: every column is a row; `not_y`: 1 − y, if the caller keeps it), block
+    by block of worlds."""
     S, N = y.shape
+    if risk and not_y is None:
+        not_y = 1.0 - y
     if S * N <= _BLOCK_NUMBERS:
-        return _at_block(theta, Zt, y, rows, C, risk)
+        return _at_block(theta, Zt, y, not_y, rows, C, risk)
     P, f = np.empty((S, N)), np.empty(S) if risk else None
     for b in _blocks(S, N):
-        P[b], f_b = _at_block(theta[b], Zt[b], y[b], None if rows is None else rows[b], C, risk)
+        P[b], f_b = _at_block(
+            theta[b],
+            Zt[b],
+            y[b],
+            None if not_y is None else not_y[b],
+            None if rows is None else rows[b],
+            C,
+            risk,
+        )
         if risk:
             f[b] = f_b
     return P, f
 
 
-# exp(−z) is finite below this logit magnitude (float64 overflows past 709.78)
-_EXP_SAFE = 700.0
-
-
-def _at_block(theta, Zt, y, rows, C: float, risk: bool):
+def _at_block(theta, Zt, y, not_y, rows, C: float, risk: bool):
     """`_at` of one block of worlds: from one exp(−z), P = 1 / (1 + exp(−z)) and each
     row's loss softplus(z) − y z = log1p(exp(−z)) + (1 − y) z (the single learner's
     `softplus_sigmoid` from exp(−|z|) to rounding: as accurate, in fewer passes); its
-    own functions where some z is too negative for exp(−z)."""
-    z = np.matmul(theta[:, None, :], Zt)[:, 0]
-    if z.size and z.min() < -_EXP_SAFE:
-        return _at_block_wide(theta, z, y, rows, C, risk)
-    E = np.negative(z)
-    np.exp(E, out=E)
+    own functions where some z is too negative for exp(−z) (float64 overflows past
+    709.78)."""
+    neg_z = np.matmul(-theta[:, None, :], Zt)[:, 0]  # −z exactly (negation is exact)
+    try:
+        with np.errstate(over="raise"):
+            E = np.exp(neg_z)
+    except FloatingPointError:
+        return _at_block_wide(theta, np.negative(neg_z, out=neg_z), y, rows, C, risk)
     P = E + 1.0
     np.reciprocal(P, out=P)
     if not risk:
         return P, None
     # each row's loss first, as the single learner sums them (softplus and y z summed
-    # apart would cancel to far less precision than the Armijo test's slack)
+    # apart would cancel to far less precision than the Armijo test's slack); labels
+    # are 0 or 1, so (1 − y) z is z or 0 exactly
     soft = np.log1p(E, out=E)
-    z -= z * y
-    soft += z
+    neg_z *= not_y
+    soft -= neg_z
     total = np.einsum("sn,sn->s", soft, rows) if rows is not None else soft.sum(1)
     return P, 0.5 * np.einsum("sd,sd->s", theta[:, :-1], theta[:, :-1]) + C * total
 
@@ -262,13 +281,15 @@ def _hessian(
     g = None if y is None else np.empty((S, D))
     for b in _blocks(S, N):
         if y is None:
-            curvature = P[b] * (1.0 - P[b])
+            curvature = np.subtract(1.0, P[b])
+            curvature *= P[b]
             along = np.matmul(Zt[b], curvature[:, :, None])
         else:
             both = np.empty((len(P[b]), 2, N))  # the residuals and the curvatures
             np.subtract(P[b], y[b], out=both[:, 0])
             curvature = both[:, 1]
-            np.multiply(P[b], 1.0 - P[b], out=curvature)
+            np.subtract(1.0, P[b], out=curvature)
+            curvature *= P[b]
             along = np.matmul(Zt[b], both.transpose(0, 2, 1))
             g[b] = along[..., 0]
         entries[b, :pairs] = np.matmul(outer[b], curvature[:, :, None])[..., 0]
@@ -300,16 +321,17 @@ def newton_solve(
     has_factor: np.ndarray | None = None,
     active: np.ndarray | None = None,
     one_class: np.ndarray | None = None,
+    not_y: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The binary L2 logistic refits of S worlds (`Refits`' arrays; `rows` None: no
-    padding, else 0/1 floats; `one_class` where known), each on the single learner's
-    own damped Newton path (`LogisticRegression._newton`, two classes, few parameters):
-    from `start` (S, D), the
-    first step with the Hessian `factor` (S, D, D) where `has_factor` (S,), else a fresh
-    one; Armijo backtracking, full steps untested once they halve near θ*, the same
-    tolerance test. Only `active` worlds (None: all) are solved. Returns (θ* (S, D), the
-    Hessian at θ*, P at θ* (S, N), the Newton step at θ* (θ⁺ = θ* − step), one class
-    (S,): rows of one class, θ kept and nothing else meaningful).
+    padding, else 0/1 floats; `one_class` and `not_y` = 1 − y where known), each on the
+    single learner's own damped Newton path (`LogisticRegression._newton`, two classes,
+    few parameters): from `start` (S, D), the first step with the Hessian `factor`
+    (S, D, D) where `has_factor` (S,), else a fresh one; Armijo backtracking, full steps
+    untested once they halve near θ*, the same tolerance test. Only `active` worlds
+    (None: all) are solved. Returns (θ* (S, D), the Hessian at θ*, P at θ* (S, N), the
+    Newton step at θ* (θ⁺ = θ* − step), one class (S,): rows of one class, θ kept and
+    nothing else meaningful).
 
     The worlds still iterating are copied out of the batch once they are at most half
     of it (the last iterations of a few worlds cost only theirs)."""
@@ -324,12 +346,14 @@ def newton_solve(
     if not len(ids):
         return out_theta, out_H, out_P, out_step, one_class
     rowsf = rows
+    if not_y is None:
+        not_y = 1.0 - y
     everyone = len(ids) == S
     if not everyone:
-        Zt, outer, y = Zt[ids], outer[ids], y[ids]
+        Zt, outer, y, not_y = Zt[ids], outer[ids], y[ids], not_y[ids]
         rowsf = None if rowsf is None else rowsf[ids]
     th = out_theta[ids]
-    P, f = _at(th, Zt, y, rowsf, C)
+    P, f = _at(th, Zt, y, rowsf, C, not_y=not_y)
     n = len(ids)
     H = np.empty((n, D, D))
     reuse = np.zeros(n, bool) if has_factor is None else has_factor[ids].copy()
@@ -361,7 +385,7 @@ def newton_solve(
             keep = np.flatnonzero(going)
             ids, th, P, f, H = ids[keep], th[keep], P[keep], f[keep], H[keep]
             reuse, fresh, previous = reuse[keep], fresh[keep], previous[keep]
-            Zt, outer, y = Zt[keep], outer[keep], y[keep]
+            Zt, outer, y, not_y = Zt[keep], outer[keep], y[keep], not_y[keep]
             rowsf = None if rowsf is None else rowsf[keep]
             going = np.ones(len(keep), bool)
         need = going & ~reuse
@@ -391,8 +415,10 @@ def newton_solve(
         if any_tested and np.isnan(f[tested]).any():
             unknown = np.flatnonzero(tested & np.isnan(f))
             rows_u = None if rowsf is None else rowsf[unknown]
-            f[unknown] = _at(th[unknown], Zt[unknown], y[unknown], rows_u, C)[1]
-        trial_P, f_trial = _at(trial, Zt, y, rowsf, C, risk=any_tested)
+            f[unknown] = _at(th[unknown], Zt[unknown], y[unknown], rows_u, C, True, not_y[unknown])[
+                1
+            ]
+        trial_P, f_trial = _at(trial, Zt, y, rowsf, C, any_tested, not_y)
         took = untested.copy()
         if any_tested:
             decrease = (g * step).sum(1)
@@ -421,7 +447,7 @@ def newton_solve(
                 break
             trial_p = th[pending] - t[pending, None] * step[pending]
             rows_p = None if rowsf is None else rowsf[pending]
-            P_p, f_p = _at(trial_p, Zt[pending], y[pending], rows_p, C)
+            P_p, f_p = _at(trial_p, Zt[pending], y[pending], rows_p, C, True, not_y[pending])
             fp = f[pending]
             ok_p = f_p <= fp - ARMIJO * t[pending] * decrease[pending] + F_SLACK * np.abs(fp)
             took_p = pending[ok_p]
@@ -499,6 +525,7 @@ class _Objective:
             self.has_factor[part],
             active,
             r.one_class[part],
+            r.not_y[part],
         )
         if active is not None:  # (computed for every world: theirs only; P kept whole)
             th_star, H, step, one = (a[worlds] for a in (th_star, H, step, one))
