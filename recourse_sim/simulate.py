@@ -151,7 +151,12 @@ def preflight(scenario: Scenario) -> list[str]:
 
 
 def _make_env(scenario: Scenario) -> Any:
-    """The environment of one run (a seam for tests that substitute a test double)."""
+    """The environment of one run (a seam for tests that substitute a test double); a
+    scenario of several collectives runs each on its zero action (`CollectivesEnv`)."""
+    if len(scenario.controlled_populations) > 1:
+        from recourse_sim.env.multi import CollectivesEnv
+
+        return CollectivesEnv(scenario)
     from recourse_sim.env import RecourseEnv
 
     return RecourseEnv(scenario)
@@ -282,7 +287,11 @@ def simulate(
             if checkpoint is None:  # so that a run killed in round 1 knows what it was
                 save_round(out_dir, env, 0, identity, table, crowd, files)
 
-        action = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+        action = (
+            np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+            if env.single_controlled
+            else None  # (each collective's zero action)
+        )
         lines = _ProgressLines(scenario.name, rounds)
         with tqdm(
             total=rounds,

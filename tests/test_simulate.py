@@ -58,6 +58,8 @@ class FakeEnv(gymnasium.Env):
     the checkpoint round-trips all of them.
     """
 
+    single_controlled = True  # (as `RecourseEnv`)
+
     def __init__(self, scenario: FakeScenario) -> None:
         self.scenario = scenario
         self.action_space = gymnasium.spaces.Box(-1, 1, (2, 3), dtype=np.float32)

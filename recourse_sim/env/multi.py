@@ -23,13 +23,30 @@ from recourse_sim.env.recourse_env import FEATURE_BOUND, RecourseEnv, checked_ac
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, Scenario
 
-__all__ = ["RecourseParallelEnv", "env", "parallel_env"]
+__all__ = ["CollectivesEnv", "RecourseParallelEnv", "env", "parallel_env"]
 
 
-class _MultiCollectiveEnv(RecourseEnv):
-    """A `RecourseEnv` whose round takes one action per controlled population."""
+class CollectivesEnv(RecourseEnv):
+    """A `RecourseEnv` whose round takes one action per controlled population: the
+    engine of `RecourseParallelEnv`, and what `recourse-sim run` and ``validate`` build
+    for a scenario of several collectives. Its `step` takes no action: every collective
+    plays its zero action, as a run plays a single collective's."""
 
     single_controlled: ClassVar[bool] = False
+
+    def step(self, action: None = None) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if action is not None:
+            raise ConfigError(
+                "several collectives act through RecourseParallelEnv, one action per agent; "
+                "step() takes none (each collective's zero action)"
+            )
+        self._check_step()
+        zeros = {
+            s.population: np.zeros(s.action_shape(self.n_classes), np.float32)
+            for s in self.strategies
+            if isinstance(s, Controlled)
+        }
+        return self.play_round(zeros, None)
 
 
 class RecourseParallelEnv(ParallelEnv):
@@ -85,7 +102,7 @@ class RecourseParallelEnv(ParallelEnv):
         render_mode: str | None = None,
         **overrides: Any,
     ) -> None:
-        self.env = _MultiCollectiveEnv(
+        self.env = CollectivesEnv(
             "competing_collectives" if scenario is None else scenario,
             render_mode=render_mode,
             **overrides,

@@ -469,6 +469,13 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """One round. `action` drives the controlled population; a scenario without one
         ignores it and also takes ``None``."""
+        self._check_step()
+        if action is None and self.controlled is None:
+            return self.play_round({}, None)
+        return self.play_round({}, checked_action(action, self.action_space.shape))
+
+    def _check_step(self) -> None:
+        """Refuses a step that `reset` must come before."""
         guards.check_step(self)
         if (
             self.state.cohort is None
@@ -476,9 +483,6 @@ class RecourseEnv(RoundEngine, gym.Env[np.ndarray, np.ndarray]):
             or self.state.pool.empty
         ):
             raise ResetNeeded("call reset() before step() (and after the episode ends)")
-        if action is None and self.controlled is None:
-            return self.play_round({}, None)
-        return self.play_round({}, checked_action(action, self.action_space.shape))
 
     def play_round(
         self,

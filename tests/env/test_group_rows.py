@@ -11,8 +11,7 @@ from recourse_sim.env.construction import metric_row_labels
 from recourse_sim.errors import ConfigError
 from recourse_sim.scenarios import QuerySpec, list_scenarios
 
-# the several-collective scenario runs in the multi-agent env only (no metrics.csv)
-RUNNABLE = [n for n in list_scenarios() if n != "competing_collectives"]
+RUNNABLE = list_scenarios()
 # a short run of a capacity world says its seekers pile up at the cut-off: not the point here
 pytestmark = pytest.mark.filterwarnings("ignore:.*most seekers ended on the round's cut-off")
 BAD_INPUTS = Path(__file__).parents[1] / "bad_inputs"

@@ -131,3 +131,41 @@ def test_bad_actions_and_single_agent_env_are_config_errors():
         RecourseEnv("competing_collectives", **SMALL)
     with pytest.raises(ConfigError, match="at least one controlled"):
         parallel_env("oar_iris", rounds=2)
+
+
+def test_a_run_plays_every_collective_on_its_zero_action(tmp_path):
+    """`recourse-sim run` and `validate` take a scenario of several collectives: each
+    plays its zero action, round for round the ParallelEnv given zero actions."""
+    from recourse_sim import load_scenario, simulate
+    from recourse_sim.cli import main
+
+    overrides = {k.replace("__", "."): v for k, v in SMALL.items()}
+    scenario = load_scenario("competing_collectives", overrides=overrides)
+    metrics = simulate(scenario, rounds=3, seed=4, out=tmp_path / "run")
+    env = _env()
+    env.reset(seed=4)
+    for round_ in range(1, 4):
+        env.step({a: np.zeros(env.action_space(a).shape, np.float32) for a in env.agents})
+        ours = metrics[metrics["round"] == round_].reset_index(drop=True)
+        theirs = env.env._last_metrics
+        assert [row["group"] for row in theirs] == ours["group"].tolist()
+        for k, row in enumerate(theirs):
+            for column, value in row.items():
+                if value is None:  # (an empty cell)
+                    assert np.isnan(ours.loc[k, column]), column
+                elif column != "group":
+                    # (metrics.csv keeps 10 significant digits)
+                    np.testing.assert_allclose(
+                        ours.loc[k, column], value, rtol=1e-9, err_msg=column
+                    )
+    sets = [f"--set={k}={v}" for k, v in overrides.items()]
+    assert main(["validate", "-q", "competing_collectives", *sets]) == 0
+
+
+def test_the_collectives_engine_takes_no_single_action():
+    from recourse_sim.env.multi import CollectivesEnv
+
+    engine = CollectivesEnv("competing_collectives", **SMALL)
+    engine.reset(seed=0)
+    with pytest.raises(ConfigError, match="one action per agent"):
+        engine.step(np.zeros((2, 1), np.float32))
