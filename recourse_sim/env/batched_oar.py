@@ -87,11 +87,13 @@ class Refits:
         self.rows = np.zeros((W, N), bool)
         self.y[:, :n_new] = np.where(new_rows, y_new, 0.0)
         self.rows[:, :n_new] = new_rows
-        # ((x + δ) − shift) / scale, as `LogisticRegression._numpy_refit` (δ = 0 here)
-        Z = X_new - shift[:, None, :]
-        Z /= scale[:, None, :]
-        Z *= new_rows[:, :, None]  # (padding: zero columns)
-        Zt[:, :d, :n_new] = Z.transpose(0, 2, 1)
+        # ((x + δ) − shift) / scale, as `LogisticRegression._numpy_refit` (δ = 0 here),
+        # feature by feature along the rows (a pass over rows, not over d-long ones)
+        Z = Zt[:, :d, :n_new]
+        Z[...] = X_new.transpose(0, 2, 1)
+        Z -= shift[:, :, None]
+        Z /= scale[:, :, None]
+        Z *= new_rows[:, None, :]  # (padding: zero columns)
         Zt[:, d, :n_new] = new_rows
         for w, (X_old, y_old) in enumerate(old):
             m = len(y_old)
