@@ -49,11 +49,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from recourse_sim.agents.strategies import (
-    OAR_ACTION,
-    OAR_THRESHOLD,
     IndividualResult,
     adapt,
-    oar_budget_share,
     oar_goal,
     seeker_margins,
 )
@@ -486,6 +483,8 @@ class BatchedRecourseEnv(VectorEnv):
         participants = np.zeros((B, n), bool)
         cost_sum, cost_count = np.zeros(B), np.zeros(B)
         update_start = None  # the refits OAR solved, to start the update from
+        solved = None  # OAR's refits, where the update's are the same but for its moves
+        settings = None  # the controlled collective's OAR settings, world by world
         for s in self._training:
             eligible = self._select(s, group, y_train) & ~participants & train
             if s.spec.decisions == "favourable":
@@ -494,13 +493,18 @@ class BatchedRecourseEnv(VectorEnv):
                 eligible &= ~favourable
             oar = s.name == "controlled" and s.spec.action != "shift"
             alpha = None
-            if oar:
-                alpha = np.array([s.participation_of(a) for a in actions])
+            if oar:  # each world's OAR settings (for α now, the observation's summary later)
+                settings = [s.oar_settings(a) for a in actions]
+                alpha = np.array([x.participation for x in settings])
             joined = self._recruit(s, eligible, group, train, alpha)
             world, row = np.nonzero(joined)
             if oar:
                 self._eligible = eligible.sum(1)
-                delta, update_start = self._oar(s, actions, X_train, y_train, train, joined)
+                delta, update_start, solved = self._oar(
+                    s, settings, X_train, y_train, train, joined
+                )
+                if s is not self._training[-1]:  # (a later collective moves other rows)
+                    solved = None
                 delta = delta[world, row]
                 X_train[world, row] += delta
             elif len(world):
@@ -530,7 +534,9 @@ class BatchedRecourseEnv(VectorEnv):
         # 6. update: a refit on the window's rows, all worlds in one batched Newton solve
         solver = (self._C, self._tol, self._max_iter)
         if self._oar_action:
-            new_theta, one_class = self._update(theta, update_start, X_train, y_train, train)
+            new_theta, one_class = self._update(
+                theta, update_start, X_train, y_train, train, solved
+            )
         elif self._remembers:
             new_theta, one_class = window_refit_batch(
                 theta, self._memory, self._window, X_train, y_train, train, scaling, *solver
@@ -564,7 +570,7 @@ class BatchedRecourseEnv(VectorEnv):
         st["query_acceptance"] = _share((favourable & query).sum(1), n_query)
         st["round"] = st["round"] + 1
         if self._oar_action:
-            st["controlled"] = self._controlled_summary(actions, cut, participants)
+            st["controlled"] = self._controlled_summary(settings, cut, participants)
 
         if self._fico:
             self._next_applicants(X_true, X_rep, favourable, y)
@@ -700,32 +706,25 @@ class BatchedRecourseEnv(VectorEnv):
             None if np.ndim(alpha) == 0 else alpha[:, 0],
         )
 
-    def _oar(self, s, actions, X_train, y_train, train, joined):
+    def _oar(self, s, settings, X_train, y_train, train, joined):
         """The controlled collective's OAR in every world whose action acts
-        (`Controlled.act` with ``action: oar``, batched: `oar_batch`). Returns the
-        perturbations (B, n, d) and the refits solved (B, D), to start the update from
-        (NaN where no OAR ran)."""
+        (`Controlled.act` with ``action: oar``, batched: `oar_batch`; `settings`: each
+        world's `Controlled.oar_settings`). Returns the perturbations (B, n, d), the
+        refits solved (B, D), to start the update from (NaN where no OAR ran), and
+        (the worlds solved, their `Refits`, the members' moves; None: none solved)."""
         st, first = self._state, self._first
         B, n, d = X_train.shape
         delta = np.zeros((B, n, d))
         start = np.full((B, d + 1), np.nan)
         qspec = s.spec.query or first.scenario.query
         qmask = self._query_mask(qspec, st["query"], st["group"], st["y0"])
-        clipped = np.clip(actions, -1.0, 1.0)
-        n_classes = first.n_classes
-        acts = clipped[:, OAR_ACTION.index("act")] >= OAR_THRESHOLD
-        levels = s.spec.budget_levels
-        shares = np.array(
-            [oar_budget_share(a, levels) for a in clipped[:, OAR_ACTION.index("budget")]]
-        )
-        eps = s.action_set.epsilon * shares
-        goal = np.array(
-            [oar_goal(a, int(qspec.goal), n_classes) for a in clipped[:, OAR_ACTION.index("goal")]]
-        )
-        solving = acts & joined.any(1) & qmask.any(1) & (eps > 0)
+        # (idle settings: ε = 0)
+        eps = np.array([x.epsilon for x in settings])
+        goal = np.array([oar_goal(x.goal, int(qspec.goal), first.n_classes) for x in settings])
+        solving = joined.any(1) & qmask.any(1) & (eps > 0)
         worlds = np.flatnonzero(solving)
         if not len(worlds):
-            return delta, start
+            return delta, start, None
         order, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
         members = np.take_along_axis(joined[worlds], order, 1) & new_rows
         shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
@@ -762,7 +761,7 @@ class BatchedRecourseEnv(VectorEnv):
             self._max_iter,
         )
         delta[worlds[refits.mw], order[refits.mw, refits.mr]] = moved
-        return delta, start
+        return delta, start, (worlds, refits, moved)
 
     def _older_rounds(self, worlds) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each of `worlds`' remembered rounds that its next refit keeps (the window's
@@ -779,11 +778,12 @@ class BatchedRecourseEnv(VectorEnv):
                 out.append((np.zeros((0, self._d)), np.zeros(0)))
         return out
 
-    def _update(self, theta, start, X_train, y_train, train):
+    def _update(self, theta, start, X_train, y_train, train, solved=None):
         """The learner's update with the OAR action: each world's refit on its window
         (`newton_solve`, the single learner's path) from the refit its collective solved
-        (`start`; NaN: none, from θ), as `RecourseEnv`'s update passes it. Returns (θ⁺,
-        one class kept θ)."""
+        (`start`; NaN: none, from θ), as `RecourseEnv`'s update passes it; `solved`:
+        `_oar`'s worlds, refits and moves, whose rows are the update's once the members
+        have moved (None: built here). Returns (θ⁺, one class kept θ)."""
         st = self._state
         B = len(X_train)
         theta = theta.copy()
@@ -791,15 +791,19 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(train.any(1))  # (a world without rows is not updated)
         if not len(worlds):
             return theta, one_class
-        _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
-        refits = Refits(
-            X_new,
-            y_new,
-            new_rows,
-            self._older_rounds(worlds),
-            st["x_shift"][worlds],
-            st["x_scale"][worlds],
-        )
+        if solved is not None and np.array_equal(solved[0], worlds):
+            _, refits, moved = solved
+            refits.set_members(None, moved)  # (x + δ, as `X_train` holds them)
+        else:
+            _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
+            refits = Refits(
+                X_new,
+                y_new,
+                new_rows,
+                self._older_rounds(worlds),
+                st["x_shift"][worlds],
+                st["x_scale"][worlds],
+            )
         first = np.where(np.isnan(start[worlds]), theta[worlds], start[worlds])
         th_star, _, _, step, one = newton_solve(
             first,
@@ -815,18 +819,19 @@ class BatchedRecourseEnv(VectorEnv):
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one
         if self._remembers:
-            for k, i in enumerate(worlds.tolist()):
+            for i in worlds.tolist():
                 rounds = self._memory[i]
-                rows = X_new[k][new_rows[k]]
-                rounds.append((rows, y_new[k][new_rows[k]]))
+                rows = train[i]
+                rounds.append((X_train[i][rows], y_train[i][rows].astype(np.float64)))
                 del rounds[: -self._window]
         return theta, one_class
 
-    def _controlled_summary(self, actions, cut, participants) -> np.ndarray:
-        """`recourse_sim.env.round.controlled_summary` of every world's round."""
+    def _controlled_summary(self, settings, cut, participants) -> np.ndarray:
+        """`recourse_sim.env.round.controlled_summary` of every world's round (`settings`:
+        each world's OAR settings)."""
         s, first = self._first.controlled, self._first
-        B = len(actions)
-        applied = np.stack([s.applied_action(s.oar_settings(a)) for a in actions])
+        B = len(settings)
+        applied = np.array([s.applied_action(x) for x in settings])
         eps = s.action_set.epsilon
         cost = np.minimum(self._own_cost / eps, 1.0) if eps > 0 else np.zeros(B)
         if cut is None:
