@@ -84,7 +84,18 @@ class FicoData:
         clamped to the grid's ends): ``np.interp`` bit for bit (`_grid_interp`)."""
         self._check_group(group)
         x = np.asarray(scores, dtype=np.float64)
-        return _grid_interp(x, self.scores, self.repay[group], *self._cells)
+        return _grid_interp(x, self.scores, self.repay[group][None], None, *self._cells)
+
+    def repay_probabilities(
+        self, groups: tuple[str, ...], group: np.ndarray, scores: np.ndarray
+    ) -> np.ndarray:
+        """`repay_probability` of each person: `group` (n,) indexes `groups`, `scores` (n,)
+        (one pass for every group)."""
+        for g in groups:
+            self._check_group(g)
+        curves = np.stack([self.repay[g] for g in groups])
+        x = np.asarray(scores, dtype=np.float64)
+        return _grid_interp(x, self.scores, curves, np.asarray(group), *self._cells)
 
     @functools.cached_property
     def _cells(self) -> tuple[float, np.ndarray]:
@@ -96,16 +107,21 @@ class FicoData:
         return h, np.searchsorted(self.scores, edges, side="right") - 1
 
 
-def _grid_interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray, h: float, segment: np.ndarray):
-    """``np.interp(x, xp, fp)`` bit for bit (its formula, slope · (x − xp[j]) + fp[j], on
-    the segment xp[j] ≤ x < xp[j + 1]; its ends beyond the grid), with each segment
-    found through the grid's cells of width `h` (`segment`: each cell's) rather than by
-    numpy's binary search, which costs 60 ns a number on unsorted scores."""
+def _grid_interp(x, xp: np.ndarray, curves: np.ndarray, curve, h: float, segment: np.ndarray):
+    """``np.interp(x, xp, curves[curve])`` bit for bit, number by number (its formula,
+    slope · (x − xp[j]) + fp[j], on the segment xp[j] ≤ x < xp[j + 1]; its ends beyond
+    the grid): `curves` (k, m), `curve` each number's row of them (None: row 0). Each
+    segment is found through the grid's cells of width `h` (`segment`: each cell's)
+    rather than by numpy's binary search, which costs 60 ns a number on unsorted scores."""
     shape, x = np.shape(x), np.ravel(x)
-    out = np.where(x < xp[0], fp[0], fp[-1])
+    m = len(xp)
+    # each number's curve as an offset into the flat curves
+    base = np.zeros(len(x), np.intp) if curve is None else np.ravel(curve) * m
+    flat = curves.ravel()
+    out = np.where(x < xp[0], flat.take(base), flat.take(base + m - 1))
     at = np.flatnonzero(~((x < xp[0]) | (x >= xp[-1])))  # (on the grid, or NaN)
-    x = x.take(at)
-    last = len(xp) - 2  # (the last segment)
+    x, base = x.take(at), base.take(at)
+    last = m - 2  # (the last segment)
     cell = np.fmin(np.fmax((x - xp[0]) / h, 0.0), len(segment) - 1)  # (fmax: NaN → 0)
     j = np.minimum(segment.take(cell.astype(np.intp)), last)
     while True:  # a cell found one off by rounding: step to the segment holding x
@@ -115,8 +131,9 @@ def _grid_interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray, h: float, segmen
             break
         j += up
         j -= down
-    f_left = fp.take(j)
-    slope = (fp.take(j + 1) - f_left) / (right - left)
+    j += base
+    f_left = flat.take(j)
+    slope = (flat.take(j + 1) - f_left) / (right - left)
     out.put(at, slope * (x - left) + f_left)
     return out.reshape(shape)[()]  # (a number for a number, as np.interp)
 

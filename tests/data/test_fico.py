@@ -88,6 +88,18 @@ def test_repay_probability_is_np_interp_bit_for_bit(group: str) -> None:
     assert fico.repay_probability(group, scores.reshape(-1, 2)).shape == (len(scores) // 2, 2)
 
 
+def test_repay_probabilities_are_each_groups_curve() -> None:
+    fico = load_fico()
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, len(FICO_GROUPS), 50_000)
+    scores = rng.uniform(-5.0, 105.0, len(group))
+    expected = np.empty(len(group))
+    for g, name in enumerate(FICO_GROUPS):
+        expected[group == g] = np.interp(scores[group == g], fico.scores, fico.repay[name])
+    got = fico.repay_probabilities(FICO_GROUPS, group, scores)
+    assert got.tobytes() == expected.tobytes()
+
+
 def test_bad_arguments() -> None:
     fico = load_fico()
     with pytest.raises(ConfigError, match="valid groups: white, black, hispanic, asian"):
