@@ -436,15 +436,24 @@ class BatchedRecourseEnv(VectorEnv):
         # 3. individual recourse (same round), every world's seekers at once
         X_rep, X_true = report.copy(), st["X"].copy()
         tried, cost = np.zeros((B, n), bool), np.zeros((B, n))
-        for s in self._deciding:
+        seekers = [
             self._individual(s, theta, X_rep, p_before, favourable_before, tried, cost, cut)
-        change = X_rep - report
-        X_true[..., self._causal] += change[..., self._causal]
-        changed = (change[..., self._causal] != 0).any(-1)
+            for s in self._deciding
+        ]
+        # only the seekers' reports can have changed (each population's, flat indices into
+        # (B, n), apart): the changes of the others are 0
+        seekers = np.sort(np.concatenate(seekers)) if seekers else np.zeros(0, np.intp)
+        change = X_rep.reshape(B * n, d).take(seekers, 0) - report.reshape(B * n, d).take(
+            seekers, 0
+        )
+        causal = np.flatnonzero(self._causal)
+        X_true.reshape(B * n, d)[seekers[:, None], causal] += change[:, causal]
+        changed = np.zeros((B, n), bool)
+        changed.reshape(-1)[seekers] = (change[:, causal] != 0).any(-1)
         moved = tried.any(1)
         p_final, favourable = p_before, favourable_before
         if moved.any():  # decided again on the final reports, where anyone moved
-            world, row = np.nonzero((X_rep != report).any(-1))
+            world, row = np.divmod(seekers[(change != 0).any(-1)], n)
             p_final = p_before.copy()
             Xs_moved = _standardised(X_rep[world, row], scaling[0][world], scaling[1][world])
             logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
@@ -617,10 +626,11 @@ class BatchedRecourseEnv(VectorEnv):
         mask = s.select(group.reshape(-1), labels.reshape(-1), self._first.group_labels)
         return mask.reshape(group.shape)
 
-    def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> None:
+    def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> np.ndarray:
         """One individual population's same-round recourse in every world (in place):
         `Individual.act` (participation α from its stream, the exact min-cost δ), the
-        capacity rule's idle ties and `adapt`, as `RecourseEnv.seek_recourse`."""
+        capacity rule's idle ties and `adapt`, as `RecourseEnv.seek_recourse`. Returns
+        the seekers (flat indices into (B, n), increasing): the rows it may have moved."""
         B, n, d = X_rep.shape
         st = self._state
         acted = tried  # (one population acts per person: the earlier ones' movers are out)
@@ -634,7 +644,7 @@ class BatchedRecourseEnv(VectorEnv):
         # indexing by (world, row) pairs is several times slower
         flat = np.flatnonzero(trying)
         if not len(flat):
-            return
+            return flat
         world, row = np.divmod(flat, n)
 
         def rows_of(a: np.ndarray) -> np.ndarray:  # a[world, row] of a (B, n, ...) array
@@ -675,6 +685,7 @@ class BatchedRecourseEnv(VectorEnv):
         X_rep[world, row] += res.delta
         tried[world, row] |= res.tried
         cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
+        return flat
 
     def _recruit(
         self, s, eligible: np.ndarray, group: np.ndarray, train: np.ndarray, alpha=None
