@@ -829,11 +829,13 @@ class BatchedRecourseEnv(VectorEnv):
         )
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one
-        if self._remembers:
-            for i in worlds.tolist():
+        if self._remembers:  # each world's training rows, one gather for all of them
+            bounds = np.cumsum(train.sum(1)[worlds])[:-1]
+            rows = np.split(X_train[train], bounds)
+            labels = np.split(y_train[train].astype(np.float64), bounds)
+            for i, X_i, y_i in zip(worlds.tolist(), rows, labels, strict=True):
                 rounds = self._memory[i]
-                rows = train[i]
-                rounds.append((X_train[i][rows], y_train[i][rows].astype(np.float64)))
+                rounds.append((X_i, y_i))
                 del rounds[: -self._window]
         return theta, one_class
 
