@@ -118,8 +118,9 @@ def _grid_interp(x, xp: np.ndarray, curves: np.ndarray, curve, h: float, segment
     # each number's curve as an offset into the flat curves
     base = np.zeros(len(x), np.intp) if curve is None else np.ravel(curve) * m
     flat = curves.ravel()
-    out = np.where(x < xp[0], flat.take(base), flat.take(base + m - 1))
-    at = np.flatnonzero(~((x < xp[0]) | (x >= xp[-1])))  # (on the grid, or NaN)
+    below = x < xp[0]
+    out = flat.take(np.where(below, base, base + (m - 1)))  # (each curve's ends)
+    at = np.flatnonzero(~(below | (x >= xp[-1])))  # (on the grid, or NaN)
     x, base = x.take(at), base.take(at)
     last = m - 2  # (the last segment)
     cell = np.fmin(np.fmax((x - xp[0]) / h, 0.0), len(segment) - 1)  # (fmax: NaN → 0)

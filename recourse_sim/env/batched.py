@@ -442,10 +442,9 @@ class BatchedRecourseEnv(VectorEnv):
         ]
         # only the seekers' reports can have changed (each population's, flat indices into
         # (B, n), apart): the changes of the others are 0
-        seekers = np.sort(np.concatenate(seekers)) if seekers else np.zeros(0, np.intp)
-        change = X_rep.reshape(B * n, d).take(seekers, 0) - report.reshape(B * n, d).take(
-            seekers, 0
-        )
+        seekers = np.sort(np.concatenate([np.zeros(0, np.intp), *seekers]))
+        X_rows, report_rows = X_rep.reshape(B * n, d), report.reshape(B * n, d)
+        change = X_rows.take(seekers, 0) - report_rows.take(seekers, 0)
         causal = np.flatnonzero(self._causal)
         X_true.reshape(B * n, d)[seekers[:, None], causal] += change[:, causal]
         changed = np.zeros((B, n), bool)
@@ -1009,7 +1008,10 @@ def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndar
     """P(favourable) (B, n) of binary logistic models θ = (coef, intercept) per world, on
     their standardised features `Xs` (B, n, d)."""
     d = Xs.shape[-1]
-    logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
+    if d == 1:  # one product a row (numpy's stacked matmul is slow on a last axis of 1)
+        logits = Xs[..., 0] * theta[:, 0, None] + theta[:, d, None]
+    else:
+        logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
     p1 = sigmoid(logits)
     return p1 if favourable == 1 else 1.0 - p1
 
