@@ -505,7 +505,10 @@ class BatchedRecourseEnv(VectorEnv):
                 settings = [s.oar_settings(a) for a in actions]
                 alpha = np.array([x.participation for x in settings])
             joined = self._recruit(s, eligible, group, train, alpha)
-            world, row = np.nonzero(joined)
+            # the participants' flat indices into (B, n) (faster than (world, row) pairs)
+            flat = np.flatnonzero(joined)
+            world = flat // n
+            X_rows = X_train.reshape(B * n, d)
             if oar:
                 self._eligible = eligible.sum(1)
                 delta, update_start, solved = self._oar(
@@ -513,12 +516,12 @@ class BatchedRecourseEnv(VectorEnv):
                 )
                 if s is not self._training[-1]:  # (a later collective moves other rows)
                     solved = None
-                delta = delta[world, row]
-                X_train[world, row] += delta
+                delta = delta.reshape(B * n, d).take(flat, 0)
+                X_rows[flat] += delta
             elif len(world):
                 clipped = np.clip(actions, -1.0, 1.0)
-                delta = s.perturb(X_train[world, row], clipped[world, y_train[world, row]])
-                X_train[world, row] += delta
+                delta = s.perturb(X_rows.take(flat, 0), clipped[world, y_train.reshape(-1)[flat]])
+                X_rows[flat] += delta
             if len(world):
                 own_sum = np.bincount(world, s.action_set.cost(delta), minlength=B)
                 own_count = np.bincount(world, minlength=B)
@@ -644,7 +647,7 @@ class BatchedRecourseEnv(VectorEnv):
         flat = np.flatnonzero(trying)
         if not len(flat):
             return flat
-        world, row = np.divmod(flat, n)
+        world = flat // n
 
         def rows_of(a: np.ndarray) -> np.ndarray:  # a[world, row] of a (B, n, ...) array
             return a.reshape(B * n, *a.shape[2:]).take(flat, 0)
@@ -681,9 +684,9 @@ class BatchedRecourseEnv(VectorEnv):
                 delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
         found = IndividualResult(delta, found_tried, found_cost)
         res = adapt(s.spec, found, rows_of(st["v"]), action_set=s.action_set, X=X_rows)
-        X_rep[world, row] += res.delta
-        tried[world, row] |= res.tried
-        cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
+        X_rep.reshape(B * n, d)[flat] += res.delta  # (flat: faster than by (world, row))
+        tried.reshape(-1)[flat] |= res.tried
+        cost.reshape(-1)[flat] = np.where(res.tried, res.cost, cost.reshape(-1)[flat])
         return flat
 
     def _recruit(
