@@ -49,11 +49,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from recourse_sim.agents.strategies import (
-    OAR_ACTION,
-    OAR_THRESHOLD,
     IndividualResult,
     adapt,
-    oar_budget_share,
     oar_goal,
     seeker_margins,
 )
@@ -439,15 +436,23 @@ class BatchedRecourseEnv(VectorEnv):
         # 3. individual recourse (same round), every world's seekers at once
         X_rep, X_true = report.copy(), st["X"].copy()
         tried, cost = np.zeros((B, n), bool), np.zeros((B, n))
-        for s in self._deciding:
+        seekers = [
             self._individual(s, theta, X_rep, p_before, favourable_before, tried, cost, cut)
-        change = X_rep - report
-        X_true[..., self._causal] += change[..., self._causal]
-        changed = (change[..., self._causal] != 0).any(-1)
+            for s in self._deciding
+        ]
+        # only the seekers' reports can have changed (each population's, flat indices into
+        # (B, n), apart): the changes of the others are 0
+        seekers = np.sort(np.concatenate([np.zeros(0, np.intp), *seekers]))
+        X_rows, report_rows = X_rep.reshape(B * n, d), report.reshape(B * n, d)
+        change = X_rows.take(seekers, 0) - report_rows.take(seekers, 0)
+        causal = np.flatnonzero(self._causal)
+        X_true.reshape(B * n, d)[seekers[:, None], causal] += change[:, causal]
+        changed = np.zeros((B, n), bool)
+        changed.reshape(-1)[seekers] = (change[:, causal] != 0).any(-1)
         moved = tried.any(1)
         p_final, favourable = p_before, favourable_before
         if moved.any():  # decided again on the final reports, where anyone moved
-            world, row = np.nonzero((X_rep != report).any(-1))
+            world, row = np.divmod(seekers[(change != 0).any(-1)], n)
             p_final = p_before.copy()
             Xs_moved = _standardised(X_rep[world, row], scaling[0][world], scaling[1][world])
             logits = np.einsum("rd,rd->r", Xs_moved, theta[world, :d]) + theta[world, d]
@@ -486,6 +491,8 @@ class BatchedRecourseEnv(VectorEnv):
         participants = np.zeros((B, n), bool)
         cost_sum, cost_count = np.zeros(B), np.zeros(B)
         update_start = None  # the refits OAR solved, to start the update from
+        solved = None  # OAR's refits, where the update's are the same but for its moves
+        settings = None  # the controlled collective's OAR settings, world by world
         for s in self._training:
             eligible = self._select(s, group, y_train) & ~participants & train
             if s.spec.decisions == "favourable":
@@ -494,19 +501,27 @@ class BatchedRecourseEnv(VectorEnv):
                 eligible &= ~favourable
             oar = s.name == "controlled" and s.spec.action != "shift"
             alpha = None
-            if oar:
-                alpha = np.array([s.participation_of(a) for a in actions])
+            if oar:  # each world's OAR settings (for α now, the observation's summary later)
+                settings = [s.oar_settings(a) for a in actions]
+                alpha = np.array([x.participation for x in settings])
             joined = self._recruit(s, eligible, group, train, alpha)
-            world, row = np.nonzero(joined)
+            # the participants' flat indices into (B, n) (faster than (world, row) pairs)
+            flat = np.flatnonzero(joined)
+            world = flat // n
+            X_rows = X_train.reshape(B * n, d)
             if oar:
                 self._eligible = eligible.sum(1)
-                delta, update_start = self._oar(s, actions, X_train, y_train, train, joined)
-                delta = delta[world, row]
-                X_train[world, row] += delta
+                delta, update_start, solved = self._oar(
+                    s, settings, X_train, y_train, train, joined
+                )
+                if s is not self._training[-1]:  # (a later collective moves other rows)
+                    solved = None
+                delta = delta.reshape(B * n, d).take(flat, 0)
+                X_rows[flat] += delta
             elif len(world):
                 clipped = np.clip(actions, -1.0, 1.0)
-                delta = s.perturb(X_train[world, row], clipped[world, y_train[world, row]])
-                X_train[world, row] += delta
+                delta = s.perturb(X_rows.take(flat, 0), clipped[world, y_train.reshape(-1)[flat]])
+                X_rows[flat] += delta
             if len(world):
                 own_sum = np.bincount(world, s.action_set.cost(delta), minlength=B)
                 own_count = np.bincount(world, minlength=B)
@@ -530,7 +545,9 @@ class BatchedRecourseEnv(VectorEnv):
         # 6. update: a refit on the window's rows, all worlds in one batched Newton solve
         solver = (self._C, self._tol, self._max_iter)
         if self._oar_action:
-            new_theta, one_class = self._update(theta, update_start, X_train, y_train, train)
+            new_theta, one_class = self._update(
+                theta, update_start, X_train, y_train, train, solved
+            )
         elif self._remembers:
             new_theta, one_class = window_refit_batch(
                 theta, self._memory, self._window, X_train, y_train, train, scaling, *solver
@@ -564,7 +581,7 @@ class BatchedRecourseEnv(VectorEnv):
         st["query_acceptance"] = _share((favourable & query).sum(1), n_query)
         st["round"] = st["round"] + 1
         if self._oar_action:
-            st["controlled"] = self._controlled_summary(actions, cut, participants)
+            st["controlled"] = self._controlled_summary(settings, cut, participants)
 
         if self._fico:
             self._next_applicants(X_true, X_rep, favourable, y)
@@ -611,10 +628,11 @@ class BatchedRecourseEnv(VectorEnv):
         mask = s.select(group.reshape(-1), labels.reshape(-1), self._first.group_labels)
         return mask.reshape(group.shape)
 
-    def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> None:
+    def _individual(self, s, theta, X_rep, p, favourable_before, tried, cost, cut) -> np.ndarray:
         """One individual population's same-round recourse in every world (in place):
         `Individual.act` (participation α from its stream, the exact min-cost δ), the
-        capacity rule's idle ties and `adapt`, as `RecourseEnv.seek_recourse`."""
+        capacity rule's idle ties and `adapt`, as `RecourseEnv.seek_recourse`. Returns
+        the seekers (flat indices into (B, n), increasing): the rows it may have moved."""
         B, n, d = X_rep.shape
         st = self._state
         acted = tried  # (one population acts per person: the earlier ones' movers are out)
@@ -628,8 +646,8 @@ class BatchedRecourseEnv(VectorEnv):
         # indexing by (world, row) pairs is several times slower
         flat = np.flatnonzero(trying)
         if not len(flat):
-            return
-        world, row = np.divmod(flat, n)
+            return flat
+        world = flat // n
 
         def rows_of(a: np.ndarray) -> np.ndarray:  # a[world, row] of a (B, n, ...) array
             return a.reshape(B * n, *a.shape[2:]).take(flat, 0)
@@ -666,9 +684,10 @@ class BatchedRecourseEnv(VectorEnv):
                 delta[idle], found_cost[idle], found_tried[idle] = 0.0, 0.0, False
         found = IndividualResult(delta, found_tried, found_cost)
         res = adapt(s.spec, found, rows_of(st["v"]), action_set=s.action_set, X=X_rows)
-        X_rep[world, row] += res.delta
-        tried[world, row] |= res.tried
-        cost[world, row] = np.where(res.tried, res.cost, cost[world, row])
+        X_rep.reshape(B * n, d)[flat] += res.delta  # (flat: faster than by (world, row))
+        tried.reshape(-1)[flat] |= res.tried
+        cost.reshape(-1)[flat] = np.where(res.tried, res.cost, cost.reshape(-1)[flat])
+        return flat
 
     def _recruit(
         self, s, eligible: np.ndarray, group: np.ndarray, train: np.ndarray, alpha=None
@@ -700,34 +719,27 @@ class BatchedRecourseEnv(VectorEnv):
             None if np.ndim(alpha) == 0 else alpha[:, 0],
         )
 
-    def _oar(self, s, actions, X_train, y_train, train, joined):
+    def _oar(self, s, settings, X_train, y_train, train, joined):
         """The controlled collective's OAR in every world whose action acts
-        (`Controlled.act` with ``action: oar``, batched: `oar_batch`). Returns the
-        perturbations (B, n, d) and the refits solved (B, D), to start the update from
-        (NaN where no OAR ran)."""
+        (`Controlled.act` with ``action: oar``, batched: `oar_batch`; `settings`: each
+        world's `Controlled.oar_settings`). Returns the perturbations (B, n, d), the
+        refits solved (B, D), to start the update from (NaN where no OAR ran), and
+        (the worlds solved, their `Refits`, the members' moves; None: none solved)."""
         st, first = self._state, self._first
         B, n, d = X_train.shape
         delta = np.zeros((B, n, d))
         start = np.full((B, d + 1), np.nan)
         qspec = s.spec.query or first.scenario.query
         qmask = self._query_mask(qspec, st["query"], st["group"], st["y0"])
-        clipped = np.clip(actions, -1.0, 1.0)
-        n_classes = first.n_classes
-        acts = clipped[:, OAR_ACTION.index("act")] >= OAR_THRESHOLD
-        levels = s.spec.budget_levels
-        shares = np.array(
-            [oar_budget_share(a, levels) for a in clipped[:, OAR_ACTION.index("budget")]]
-        )
-        eps = s.action_set.epsilon * shares
-        goal = np.array(
-            [oar_goal(a, int(qspec.goal), n_classes) for a in clipped[:, OAR_ACTION.index("goal")]]
-        )
-        solving = acts & joined.any(1) & qmask.any(1) & (eps > 0)
+        # (idle settings: ε = 0)
+        eps = np.array([x.epsilon for x in settings])
+        goal = np.array([oar_goal(x.goal, int(qspec.goal), first.n_classes) for x in settings])
+        solving = joined.any(1) & qmask.any(1) & (eps > 0)
         worlds = np.flatnonzero(solving)
         if not len(worlds):
-            return delta, start
+            return delta, start, None
         order, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
-        members = np.take_along_axis(joined[worlds], order, 1) & new_rows
+        members = _rows_of(joined, worlds, order) & new_rows
         shift, scale = st["x_shift"][worlds], st["x_scale"][worlds]
         refits = Refits(
             X_new,
@@ -743,7 +755,7 @@ class BatchedRecourseEnv(VectorEnv):
         q_counts = qmask[worlds].sum(1)
         q_order = np.argsort(~qmask[worlds], axis=1, kind="stable")[:, : int(q_counts.max())]
         q_rows = np.arange(q_order.shape[1]) < q_counts[:, None]
-        Q = np.take_along_axis(st["report"][worlds], q_order[..., None], 1)
+        Q = _rows_of(st["report"], worlds, q_order)
         Zq = np.zeros((len(worlds), d + 1, q_order.shape[1]))
         Zq[:, :d] = ((Q - shift[:, None, :]) / scale[:, None, :]).transpose(0, 2, 1)
         Zq[:, d] = 1.0
@@ -762,7 +774,7 @@ class BatchedRecourseEnv(VectorEnv):
             self._max_iter,
         )
         delta[worlds[refits.mw], order[refits.mw, refits.mr]] = moved
-        return delta, start
+        return delta, start, (worlds, refits, moved)
 
     def _older_rounds(self, worlds) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each of `worlds`' remembered rounds that its next refit keeps (the window's
@@ -779,11 +791,12 @@ class BatchedRecourseEnv(VectorEnv):
                 out.append((np.zeros((0, self._d)), np.zeros(0)))
         return out
 
-    def _update(self, theta, start, X_train, y_train, train):
+    def _update(self, theta, start, X_train, y_train, train, solved=None):
         """The learner's update with the OAR action: each world's refit on its window
         (`newton_solve`, the single learner's path) from the refit its collective solved
-        (`start`; NaN: none, from θ), as `RecourseEnv`'s update passes it. Returns (θ⁺,
-        one class kept θ)."""
+        (`start`; NaN: none, from θ), as `RecourseEnv`'s update passes it; `solved`:
+        `_oar`'s worlds, refits and moves, whose rows are the update's once the members
+        have moved (None: built here). Returns (θ⁺, one class kept θ)."""
         st = self._state
         B = len(X_train)
         theta = theta.copy()
@@ -791,15 +804,19 @@ class BatchedRecourseEnv(VectorEnv):
         worlds = np.flatnonzero(train.any(1))  # (a world without rows is not updated)
         if not len(worlds):
             return theta, one_class
-        _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
-        refits = Refits(
-            X_new,
-            y_new,
-            new_rows,
-            self._older_rounds(worlds),
-            st["x_shift"][worlds],
-            st["x_scale"][worlds],
-        )
+        if solved is not None and np.array_equal(solved[0], worlds):
+            _, refits, moved = solved
+            refits.set_members(None, moved)  # (x + δ, as `X_train` holds them)
+        else:
+            _, new_rows, X_new, y_new = _training_first(worlds, train, X_train, y_train)
+            refits = Refits(
+                X_new,
+                y_new,
+                new_rows,
+                self._older_rounds(worlds),
+                st["x_shift"][worlds],
+                st["x_scale"][worlds],
+            )
         first = np.where(np.isnan(start[worlds]), theta[worlds], start[worlds])
         th_star, _, _, step, one = newton_solve(
             first,
@@ -814,19 +831,22 @@ class BatchedRecourseEnv(VectorEnv):
         )
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one
-        if self._remembers:
-            for k, i in enumerate(worlds.tolist()):
+        if self._remembers:  # each world's training rows, one gather for all of them
+            bounds = np.cumsum(train.sum(1)[worlds])[:-1]
+            rows = np.split(X_train[train], bounds)
+            labels = np.split(y_train[train].astype(np.float64), bounds)
+            for i, X_i, y_i in zip(worlds.tolist(), rows, labels, strict=True):
                 rounds = self._memory[i]
-                rows = X_new[k][new_rows[k]]
-                rounds.append((rows, y_new[k][new_rows[k]]))
+                rounds.append((X_i, y_i))
                 del rounds[: -self._window]
         return theta, one_class
 
-    def _controlled_summary(self, actions, cut, participants) -> np.ndarray:
-        """`recourse_sim.env.round.controlled_summary` of every world's round."""
+    def _controlled_summary(self, settings, cut, participants) -> np.ndarray:
+        """`recourse_sim.env.round.controlled_summary` of every world's round (`settings`:
+        each world's OAR settings)."""
         s, first = self._first.controlled, self._first
-        B = len(actions)
-        applied = np.stack([s.applied_action(s.oar_settings(a)) for a in actions])
+        B = len(settings)
+        applied = np.array([s.applied_action(x) for x in settings])
         eps = s.action_set.epsilon
         cost = np.minimum(self._own_cost / eps, 1.0) if eps > 0 else np.zeros(B)
         if cut is None:
@@ -974,16 +994,27 @@ def _training_first(worlds, train, X_train, y_train):
     counts = train[worlds].sum(1)
     order = order[:, : int(counts.max())]
     new_rows = np.arange(order.shape[1]) < counts[:, None]
-    X_new = np.take_along_axis(X_train[worlds], order[..., None], 1)
-    y_new = np.take_along_axis(y_train[worlds], order, 1).astype(np.float64)
+    X_new = _rows_of(X_train, worlds, order)
+    y_new = _rows_of(y_train, worlds, order).astype(np.float64)
     return order, new_rows, X_new, y_new
+
+
+def _rows_of(a: np.ndarray, worlds: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """a[worlds[k], order[k, i]] (k, i, ...) of a (B, n, ...) array, by flat indices (numpy's
+    take_along_axis is several times slower)."""
+    B, n = a.shape[:2]
+    flat = (worlds[:, None] * n + order).ravel()
+    return a.reshape(B * n, *a.shape[2:]).take(flat, 0).reshape(*order.shape, *a.shape[2:])
 
 
 def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:
     """P(favourable) (B, n) of binary logistic models θ = (coef, intercept) per world, on
     their standardised features `Xs` (B, n, d)."""
     d = Xs.shape[-1]
-    logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
+    if d == 1:  # one product a row (numpy's stacked matmul is slow on a last axis of 1)
+        logits = Xs[..., 0] * theta[:, 0, None] + theta[:, d, None]
+    else:
+        logits = np.matmul(Xs, theta[:, :d, None])[..., 0] + theta[:, d, None]
     p1 = sigmoid(logits)
     return p1 if favourable == 1 else 1.0 - p1
 

@@ -25,6 +25,7 @@ from recourse_sim.agents.strategies import (
     adapt,
     aim_unreachable,
     make_strategy,
+    one_of,
     seeker_margins,
 )
 from recourse_sim.env import limits
@@ -336,9 +337,9 @@ class RoundEngine:
     def query_mask(self, spec: QuerySpec, c: Cohort) -> np.ndarray:
         mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
         if spec.groups is not None:
-            mask &= np.isin(c.group, [self.group_labels.index(g) for g in spec.groups])
+            mask &= one_of(c.group, [self.group_labels.index(g) for g in spec.groups])
         if spec.classes is not None:
-            mask &= np.isin(c.y0, spec.classes)
+            mask &= one_of(c.y0, spec.classes)
         return mask
 
     def capacity_cut(self, proba: np.ndarray, favourable: np.ndarray) -> float | None:

@@ -346,12 +346,8 @@ class Lending(World):
         return group, FICO_MIN + _FICO_SLOPE * score
 
     def repay_probability(self, group: np.ndarray, score: np.ndarray) -> np.ndarray:
-        p = np.empty(len(score))
         transrisk = (score - FICO_MIN) / _FICO_SLOPE
-        for g, name in enumerate(self.group_labels):
-            mask = group == g
-            p[mask] = self.fico.repay_probability(name, transrisk[mask])
-        return p
+        return self.fico.repay_probabilities(self.group_labels, group, transrisk)
 
     def history(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         group, score = self._people(self.spec.history_size, rng)
@@ -375,8 +371,9 @@ class Lending(World):
     def outcome(self, cohort: Cohort, X_true: np.ndarray, changed: np.ndarray) -> np.ndarray:
         y = cohort.y0.copy()
         if changed.any():
-            p = self.repay_probability(cohort.group[changed], X_true[changed, 0])
-            y[changed] = (cohort.u[changed] < p).astype(np.int64)
+            rows = slice(None) if changed.all() else changed  # (everyone: no copies)
+            p = self.repay_probability(cohort.group[rows], X_true[rows, 0])
+            y[rows] = (cohort.u[rows] < p).astype(np.int64)
         return y
 
     def after_round(

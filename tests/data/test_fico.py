@@ -65,6 +65,41 @@ def test_repay_probability_interpolates() -> None:
     assert fico.repay_probability("black", [-5.0, 120.0]).tolist() == [repay[0], repay[-1]]
 
 
+@pytest.mark.parametrize("group", FICO_GROUPS)
+def test_repay_probability_is_np_interp_bit_for_bit(group: str) -> None:
+    # the grid's cells find each segment; np.interp's binary search is the reference
+    fico = load_fico()
+    grid = fico.scores
+    rng = np.random.default_rng(0)
+    scores = np.concatenate(
+        [
+            rng.uniform(-5.0, 105.0, 200_000),
+            grid,
+            np.nextafter(grid, np.inf),
+            np.nextafter(grid, -np.inf),
+            grid + 1e-13 * rng.standard_normal(len(grid)),
+            [np.nan, np.inf, -np.inf, -0.0],
+        ]
+    )
+    expected = np.interp(scores, grid, fico.repay[group])
+    got = fico.repay_probability(group, scores)
+    assert got.tobytes() == expected.tobytes()
+    assert fico.repay_probability(group, 50.25) == np.interp(50.25, grid, fico.repay[group])
+    assert fico.repay_probability(group, scores.reshape(-1, 2)).shape == (len(scores) // 2, 2)
+
+
+def test_repay_probabilities_are_each_groups_curve() -> None:
+    fico = load_fico()
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, len(FICO_GROUPS), 50_000)
+    scores = rng.uniform(-5.0, 105.0, len(group))
+    expected = np.empty(len(group))
+    for g, name in enumerate(FICO_GROUPS):
+        expected[group == g] = np.interp(scores[group == g], fico.scores, fico.repay[name])
+    got = fico.repay_probabilities(FICO_GROUPS, group, scores)
+    assert got.tobytes() == expected.tobytes()
+
+
 def test_bad_arguments() -> None:
     fico = load_fico()
     with pytest.raises(ConfigError, match="valid groups: white, black, hispanic, asian"):

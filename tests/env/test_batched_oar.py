@@ -23,10 +23,12 @@ SMALL = {
 }
 
 
-def _compare(env_id: str, worlds: int, rounds: int, **overrides) -> tuple[float, int, float]:
+def _compare(
+    env_id: str, worlds: int, rounds: int, zero: bool = False, **overrides
+) -> tuple[float, int, float]:
     """Batched and single ``-v2`` rollouts of random actions (seeds 100.., actions from
-    seed 0): (largest observation difference, observation entries that differ, largest
-    reward difference)."""
+    seed 0; `zero`: OAR itself in every world): (largest observation difference,
+    observation entries that differ, largest reward difference)."""
     kwargs = {**gym.spec(env_id).kwargs, **overrides}
     venv = BatchedRecourseEnv(worlds, **kwargs)
     singles = [RecourseEnv(**kwargs) for _ in range(worlds)]
@@ -38,6 +40,8 @@ def _compare(env_id: str, worlds: int, rounds: int, **overrides) -> tuple[float,
         actions = rng.uniform(-1, 1, (worlds, 4)).astype(np.float32)
         actions[::5] = 0.0  # OAR itself, and the corners
         actions[1::7] = 1.0
+        if zero:
+            actions[:] = 0.0
         obs, reward, *_ = venv.step(actions)
         steps = [env.step(a) for env, a in zip(singles, actions, strict=True)]
         single_obs = np.stack([s[0] for s in steps])
@@ -55,6 +59,14 @@ def test_v2_is_native_and_each_world_is_the_single_envs(env_id):
     assert isinstance(venv.unwrapped, BatchedRecourseEnv)
     worst, differing, worst_reward = _compare(env_id, 4, 4, **SMALL[env_id])
     assert differing == 0, worst  # observations bit for bit
+    assert worst_reward <= 1e-12
+
+
+@pytest.mark.parametrize("env_id", [SCHOOL, LENDING])
+def test_v2_with_oar_in_every_world_is_each_single_env(env_id):
+    # every world solves OAR, so the update refits on OAR's own design, its members moved
+    worst, differing, worst_reward = _compare(env_id, 4, 3, zero=True, **SMALL[env_id])
+    assert differing == 0, worst
     assert worst_reward <= 1e-12
 
 
