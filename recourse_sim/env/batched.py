@@ -828,6 +828,8 @@ class BatchedRecourseEnv(VectorEnv):
             self._C,
             self._tol,
             self._max_iter,
+            one_class=refits.one_class,
+            not_y=refits.not_y,
         )
         theta[worlds] = np.where(one[:, None], theta[worlds], th_star - step)
         one_class[worlds] = one

@@ -206,7 +206,7 @@ def _at(
         return _at_block(theta, Zt, y, not_y, rows, C, risk)
     P, f = np.empty((S, N)), np.empty(S) if risk else None
     for b in _blocks(S, N):
-        P[b], f_b = _at_block(
+        _, f_b = _at_block(
             theta[b],
             Zt[b],
             y[b],
@@ -214,25 +214,29 @@ def _at(
             None if rows is None else rows[b],
             C,
             risk,
+            out=P[b],
         )
         if risk:
             f[b] = f_b
     return P, f
 
 
-def _at_block(theta, Zt, y, not_y, rows, C: float, risk: bool):
-    """`_at` of one block of worlds: from one exp(−z), P = 1 / (1 + exp(−z)) and each
-    row's loss softplus(z) − y z = log1p(exp(−z)) + (1 − y) z (the single learner's
-    `softplus_sigmoid` from exp(−|z|) to rounding: as accurate, in fewer passes); its
-    own functions where some z is too negative for exp(−z) (float64 overflows past
-    709.78)."""
+def _at_block(theta, Zt, y, not_y, rows, C: float, risk: bool, out=None):
+    """`_at` of one block of worlds (P written into `out` if given): from one exp(−z),
+    P = 1 / (1 + exp(−z)) and each row's loss softplus(z) − y z = log1p(exp(−z)) +
+    (1 − y) z (the single learner's `softplus_sigmoid` from exp(−|z|) to rounding: as
+    accurate, in fewer passes); its own functions where some z is too negative for
+    exp(−z) (float64 overflows past 709.78)."""
     neg_z = np.matmul(-theta[:, None, :], Zt)[:, 0]  # −z exactly (negation is exact)
     try:
         with np.errstate(over="raise"):
             E = np.exp(neg_z)
     except FloatingPointError:
-        return _at_block_wide(theta, np.negative(neg_z, out=neg_z), y, rows, C, risk)
-    P = E + 1.0
+        P, f = _at_block_wide(theta, np.negative(neg_z, out=neg_z), y, rows, C, risk)
+        if out is not None:
+            out[...] = P
+        return P, f
+    P = np.add(E, 1.0, out=out)
     np.reciprocal(P, out=P)
     if not risk:
         return P, None
