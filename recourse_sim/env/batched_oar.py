@@ -421,9 +421,9 @@ def newton_solve(
         if any_tested and np.isnan(f[tested]).any():
             unknown = np.flatnonzero(tested & np.isnan(f))
             rows_u = None if rowsf is None else rowsf[unknown]
-            f[unknown] = _at(th[unknown], Zt[unknown], y[unknown], rows_u, C, True, not_y[unknown])[
-                1
-            ]
+            _, f[unknown] = _at(
+                th[unknown], Zt[unknown], y[unknown], rows_u, C, True, not_y[unknown]
+            )
         trial_P, f_trial = _at(trial, Zt, y, rowsf, C, any_tested, not_y)
         took = untested.copy()
         if any_tested:

@@ -25,7 +25,6 @@ from recourse_sim.agents.strategies import (
     adapt,
     aim_unreachable,
     make_strategy,
-    one_of,
     seeker_margins,
 )
 from recourse_sim.env import limits
@@ -336,10 +335,11 @@ class RoundEngine:
 
     def query_mask(self, spec: QuerySpec, c: Cohort) -> np.ndarray:
         mask = c.query.copy() if spec.world else np.ones(len(c.group), bool)
+        # (kind="sort", as `Strategy.select`: the default table method is far slower)
         if spec.groups is not None:
-            mask &= one_of(c.group, [self.group_labels.index(g) for g in spec.groups])
+            mask &= np.isin(c.group, [self.group_labels.index(g) for g in spec.groups], kind="sort")
         if spec.classes is not None:
-            mask &= one_of(c.y0, spec.classes)
+            mask &= np.isin(c.y0, spec.classes, kind="sort")
         return mask
 
     def capacity_cut(self, proba: np.ndarray, favourable: np.ndarray) -> float | None:

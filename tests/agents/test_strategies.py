@@ -80,11 +80,3 @@ def test_controlled_applies_a_direction_per_class_within_the_action_set():
 def test_package_exports():
     for name in agents.__all__:
         assert hasattr(agents, name)
-
-
-def test_one_of_is_isin():
-    from recourse_sim.agents.strategies import one_of
-
-    values = np.random.default_rng(0).integers(-3, 5, 1000)
-    for codes in ([], [1], [0, 2, 4], [7]):
-        assert np.array_equal(one_of(values, codes), np.isin(values, codes))
