@@ -411,7 +411,14 @@ def bench_v2_batched(
     in this run: `pairs` interleaved blocks (`batched_steps` batched steps, then single
     steps for about as long), each rate the median over its blocks, wall-clock rates
     beside them. The action is zero, OAR's own settings, so every world solves OAR
-    every round (the dearest action); episodes do not end (rounds = 10,000)."""
+    every round (the dearest action); episodes do not end (rounds = 10,000).
+
+    Then, after them, `batched_steps` more batched steps with their CPU time split
+    (`_v2_split`), in milliseconds a world-step: ``v2_batched_ms_refit_passes_*`` (the
+    refits' passes over every row: P, the risk, the gradient and the Hessian),
+    ``..._rest_of_oar_*`` and ``..._rest_of_round_*``, and
+    ``v2_batched_steps_per_s_without_refit_passes_*``, the rate if those passes cost
+    nothing."""
 
     import recourse_sim  # noqa: F401 - registers the IDs
 
@@ -445,8 +452,65 @@ def bench_v2_batched(
                 f"v2_batched_env_class_{name}": type(venv.unwrapped).__name__,
             }
         )
+        total, passes, rest_of_oar = _v2_split(venv, actions, batched_steps)
+        world_steps = batched_steps * n_envs
+        rest_of_round = total - passes - rest_of_oar
+        out.update(
+            {
+                f"v2_batched_ms_refit_passes_{name}": 1000 * passes / world_steps,
+                f"v2_batched_ms_rest_of_oar_{name}": 1000 * rest_of_oar / world_steps,
+                f"v2_batched_ms_rest_of_round_{name}": 1000 * rest_of_round / world_steps,
+                f"v2_batched_steps_per_s_without_refit_passes_{name}": world_steps
+                / (total - passes),
+            }
+        )
         venv.close()
     return out
+
+
+def _v2_split(venv, actions, steps: int) -> tuple[float, float, float]:
+    """CPU seconds of `steps` batched steps: in all, in the refits' passes over the rows
+    (`batched_oar._at` and `_hessian`: OAR's refits and the update's) and in OAR apart
+    from its passes (`BatchedRecourseEnv._oar`: the worlds' refits set up, OAR solved),
+    each function timed by a wrapper while these steps run."""
+    from recourse_sim.env import batched, batched_oar
+
+    spent = {"passes": 0.0, "oar": 0.0, "oar_passes": 0.0}
+    inside = [False]  # in _oar
+
+    def timed(fn, key):
+        def call(*args, **kwargs):
+            c0 = time.process_time()
+            inside[0] |= key == "oar"
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                took = time.process_time() - c0
+                spent[key] += took
+                if key == "oar":
+                    inside[0] = False
+                elif inside[0]:
+                    spent["oar_passes"] += took
+
+        return call
+
+    originals = [
+        (batched_oar, "_at"),
+        (batched_oar, "_hessian"),
+        (batched.BatchedRecourseEnv, "_oar"),
+    ]
+    saved = [getattr(owner, attr) for owner, attr in originals]
+    for (owner, attr), fn in zip(originals, saved, strict=True):
+        setattr(owner, attr, timed(fn, "oar" if attr == "_oar" else "passes"))
+    try:
+        c0 = time.process_time()
+        for _ in range(steps):
+            venv.step(actions)
+        total = time.process_time() - c0
+    finally:
+        for (owner, attr), fn in zip(originals, saved, strict=True):
+            setattr(owner, attr, fn)
+    return total, spent["passes"], spent["oar"] - spent["oar_passes"]
 
 
 def bench_ppo(

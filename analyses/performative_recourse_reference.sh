@@ -13,8 +13,8 @@
 # applicants, the run's number of rejected applicants.
 #
 # Settings, seeds and applicants: RUNS below (their --scm_name values: LAdd, NLAdd, LMult,
-# NLMult, LCubic). LAdd on seeds 40, 41 and 42, the others on seed 40; 30 applicants for
-# NLMult and LCubic (CPU: the machine is shared).
+# NLMult, LCubic). Every setting on seeds 40, 41 and 42; 30 applicants for NLMult and
+# LCubic (CPU: the machine is shared).
 #
 #   JOBS=2 analyses/performative_recourse_reference.sh CHECKOUT PYTHON [OUT]
 #
@@ -38,9 +38,17 @@ RUNS=(  # setting, seed, rejected applicants
   "binomial_linear_additive 41 40"
   "binomial_linear_additive 42 40"
   "binomial_nonlinear_additive 40 40"
+  "binomial_nonlinear_additive 41 40"
+  "binomial_nonlinear_additive 42 40"
   "binomial_linear_multiplicative 40 40"
+  "binomial_linear_multiplicative 41 40"
+  "binomial_linear_multiplicative 42 40"
   "binomial_nonlinear_multiplicative 40 30"
+  "binomial_nonlinear_multiplicative 41 30"
+  "binomial_nonlinear_multiplicative 42 30"
   "binomial_linear_invertiblepolynomial 40 30"
+  "binomial_linear_invertiblepolynomial 41 30"
+  "binomial_linear_invertiblepolynomial 42 30"
 )
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
