@@ -254,7 +254,6 @@ def gamma_table(frame: pd.DataFrame) -> tuple[str, list[tuple[str, str, int, int
     return "\n".join(lines), counts
 
 
-
 def against_wachter_table(frame: pd.DataFrame) -> str:
     """Markdown: per set and model, every generator but the two Wachter ones minus
     Wachter's (γ = 0.5) in the same fold, at the last round; '' if none ran."""
@@ -282,6 +281,7 @@ def against_wachter_table(frame: pd.DataFrame) -> str:
             else:
                 lines.append(f"| {ds} | {model} | {gen} | {lower} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
 
 GENERATOR_NAMES = {
     "wachter": "Wachter (γ = 0.5)",
