@@ -48,6 +48,12 @@ def test_tiny_run_writes_every_key(bench_script, tmp_path):
         if result["minutes_to_oar_level"][short] is not None:
             assert best >= result["oar_level_oar_query_success"][short]
     assert result["oar_level_cap_minutes"] > 0
+    for short in ("school", "lending"):  # the CPU split of a batched -v2 world-step
+        parts = [f"v2_batched_ms_{p}_{short}" for p in ("refit_passes", "rest_of_oar")]
+        assert all(result[k] > 0 for k in parts)
+        assert result[f"v2_batched_ms_rest_of_round_{short}"] > 0
+        without = result[f"v2_batched_steps_per_s_without_refit_passes_{short}"]
+        assert without > result[f"v2_batched_steps_per_s_{short}"] / 10
     for row in result["scaling_rows"]:
         assert row["peak_rss_mb"] >= row["import_rss_mb"] > 0
 
