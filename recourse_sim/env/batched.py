@@ -516,7 +516,7 @@ class BatchedRecourseEnv(VectorEnv):
                 )
                 if s is not self._training[-1]:  # (a later collective moves other rows)
                     solved = None
-                delta = delta.reshape(B * n, d).take(flat, 0)
+                delta = _flat_rows(delta, flat)
                 X_rows[flat] += delta
             elif len(world):
                 clipped = np.clip(actions, -1.0, 1.0)
@@ -650,7 +650,7 @@ class BatchedRecourseEnv(VectorEnv):
         world = flat // n
 
         def rows_of(a: np.ndarray) -> np.ndarray:  # a[world, row] of a (B, n, ...) array
-            return a.reshape(B * n, *a.shape[2:]).take(flat, 0)
+            return _flat_rows(a, flat)
 
         X_rows = rows_of(X_rep)
         if s.action_set.epsilon > 0:
@@ -1001,12 +1001,18 @@ def _training_first(worlds, train, X_train, y_train):
     return order, new_rows, X_new, y_new
 
 
+def _flat_rows(a: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """The rows of a (B, n, ...) array at flat indices into (B, n) (faster than indexing by
+    (world, row) pairs)."""
+    B, n = a.shape[:2]
+    return a.reshape(B * n, *a.shape[2:]).take(flat, 0)
+
+
 def _rows_of(a: np.ndarray, worlds: np.ndarray, order: np.ndarray) -> np.ndarray:
     """a[worlds[k], order[k, i]] (k, i, ...) of a (B, n, ...) array, by flat indices (numpy's
     take_along_axis is several times slower)."""
-    B, n = a.shape[:2]
-    flat = (worlds[:, None] * n + order).ravel()
-    return a.reshape(B * n, *a.shape[2:]).take(flat, 0).reshape(*order.shape, *a.shape[2:])
+    flat = (worlds[:, None] * a.shape[1] + order).ravel()
+    return _flat_rows(a, flat).reshape(*order.shape, *a.shape[2:])
 
 
 def _p_favourable(theta: np.ndarray, Xs: np.ndarray, favourable: int) -> np.ndarray:
