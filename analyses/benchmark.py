@@ -476,21 +476,23 @@ def _v2_split(venv, actions, steps: int) -> tuple[float, float, float]:
     from recourse_sim.env import batched, batched_oar
 
     spent = {"passes": 0.0, "oar": 0.0, "oar_passes": 0.0}
-    inside = [False]  # in _oar
+    in_oar = False
 
-    def timed(fn, key):
+    def timed(fn, is_oar: bool):
         def call(*args, **kwargs):
+            nonlocal in_oar
+            in_oar |= is_oar
             c0 = time.process_time()
-            inside[0] |= key == "oar"
             try:
                 return fn(*args, **kwargs)
             finally:
                 took = time.process_time() - c0
-                spent[key] += took
-                if key == "oar":
-                    inside[0] = False
-                elif inside[0]:
-                    spent["oar_passes"] += took
+                if is_oar:
+                    spent["oar"] += took
+                    in_oar = False
+                else:
+                    spent["passes"] += took
+                    spent["oar_passes"] += took if in_oar else 0.0
 
         return call
 
@@ -501,7 +503,7 @@ def _v2_split(venv, actions, steps: int) -> tuple[float, float, float]:
     ]
     saved = [getattr(owner, attr) for owner, attr in originals]
     for (owner, attr), fn in zip(originals, saved, strict=True):
-        setattr(owner, attr, timed(fn, "oar" if attr == "_oar" else "passes"))
+        setattr(owner, attr, timed(fn, is_oar=attr == "_oar"))
     try:
         c0 = time.process_time()
         for _ in range(steps):
